@@ -1,0 +1,126 @@
+"""Scenarios: a library with options chosen, inputs bound and rules pinned.
+
+A :class:`Scenario` is immutable; ``with_values`` returns a new one.  Evaluation is
+exact (sympy Integer / Rational): numbers are only rounded when they are formatted.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import sympy
+
+from .errors import MissingInputError, Span, UsageError
+from .parser import parse_value
+from .registry import Library
+from .rules import InputDecl, OptionDecl, RuleDecl
+
+
+def parse_setting(lib: Library, text: str) -> tuple[str, object]:
+    """``NAME=VALUE`` from the command line -> (name, validated value)."""
+    if "=" not in text:
+        raise UsageError(f"'--set {text}' needs the form NAME=VALUE", Span("--set", 1, 1, len(text), text),
+                         hint="e.g. --set micro_batch=8")
+    name, raw = (p.strip() for p in text.split("=", 1))
+    name_span = Span("--set", 1, 1, len(name) or 1, text)
+    value_span = Span("--set", 1, text.index("=") + 2, max(1, len(raw)), text)
+    if name not in lib.decls:
+        lib.check_value(name, None, name_span)  # raises the unknown-name error with a hint
+    value = parse_value(raw, "--set") if raw else None
+    if value is None:
+        raise UsageError(f"'--set {text}' has no value", value_span)
+    try:
+        return name, lib.check_value(name, value, value_span)
+    except Exception as exc:
+        raise exc from None
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Option choices, input values and rule pins over a resolved :class:`Library`."""
+
+    library: Library = field(repr=False)
+    values: Mapping[str, object] = field(default_factory=dict)
+    model: str | None = None
+    gpu: str | None = None
+
+    # ------------------------------------------------------------------ building
+    @classmethod
+    def create(cls, library: Library, model: str | None = None, gpu: str | None = None,
+               values: Mapping[str, object] | None = None) -> "Scenario":
+        """Defaults, then the model and GPU presets, then ``values`` (validated)."""
+        merged: dict[str, object] = {}
+        for name, decl in library.inputs.items():
+            if decl.default is not None:
+                merged[name] = library.check_value(name, decl.default, decl.span)
+        for name, decl in library.options.items():
+            merged[name] = decl.default
+        for kind, preset in (("model", model), ("gpu", gpu)):
+            if preset is not None:
+                for name, value, span in library.preset(kind, preset).settings:
+                    merged[name] = library.check_value(name, value, span)
+        for name, value in (values or {}).items():
+            merged[name] = library.check_value(name, _as_sympy(value))
+        return cls(library, merged, model, gpu)
+
+    def with_values(self, **values) -> "Scenario":
+        merged = dict(self.values)
+        for name, value in values.items():
+            merged[name] = self.library.check_value(name, _as_sympy(value))
+        return Scenario(self.library, merged, self.model, self.gpu)
+
+    # ------------------------------------------------------------------ views
+    def pins(self) -> frozenset:
+        rules = self.library.rules
+        return frozenset((n, v) for n, v in self.values.items() if n in rules)
+
+    def bindings(self, exclude=()) -> dict[sympy.Symbol, sympy.Expr]:
+        lib = self.library
+        out = {}
+        for name, value in self.values.items():
+            if name in exclude:
+                continue
+            decl = lib.decls[name]
+            if isinstance(decl, InputDecl):
+                out[lib._input_syms[name]] = value
+            elif isinstance(decl, OptionDecl):
+                out[lib._option_syms[name]] = sympy.Integer(decl.code(value))
+        return out
+
+    def option(self, name: str) -> str:
+        return self.values[name]
+
+    # ------------------------------------------------------------------ evaluation
+    def expr(self, rule: str, keep=()) -> sympy.Expr:
+        """The rule under this scenario; names in ``keep`` stay symbolic."""
+        composed = self.library.compose(rule, self.pins())
+        return composed.xreplace(self.bindings(exclude=keep))
+
+    def evaluate(self, rule: str) -> sympy.Rational:
+        """The exact value of a rule (bytes for byte rules)."""
+        if rule not in self.library.rules:
+            self.library.check_value(rule, None)  # unknown-name error with hint
+        value = self.expr(rule)
+        if value.free_symbols:
+            missing = sorted(s.name for s in value.free_symbols)
+            raise MissingInputError(f"'{rule}' needs values for: {', '.join(missing)}",
+                                    hint="give them with --set NAME=VALUE or choose a model preset")
+        if value is sympy.nan or not value.is_finite:
+            bad = [f"{n}={v}" for n, v in self.values.items() if isinstance(self.library.decls[n], OptionDecl)]
+            raise MissingInputError(f"'{rule}' is undefined for this combination of options",
+                                    hint=", ".join(bad))
+        return value
+
+
+def _as_sympy(value):
+    if isinstance(value, (sympy.Basic, str)):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return sympy.Integer(value)
+    if isinstance(value, float):
+        from fractions import Fraction
+        f = Fraction(repr(value))
+        return sympy.Rational(f.numerator, f.denominator)
+    return value

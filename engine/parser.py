@@ -1,0 +1,119 @@
+"""The grammar, loaded once, and the entry points that turn text into declarations.
+
+Only this module and :mod:`engine.transform` import lark.  Lark's exceptions never
+escape: syntax errors become :class:`~engine.errors.FormulaSyntaxError` with a location,
+the offending line and a caret.
+"""
+from __future__ import annotations
+
+import functools
+from importlib import resources
+from pathlib import Path
+
+import sympy
+from lark import Lark, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark.exceptions import VisitError
+
+from .errors import EngineError, FormulaSyntaxError, SourceError, Span
+from .transform import ToDecls
+
+_HERE = Path(__file__).resolve().parent
+
+#: readable names for the grammar's named terminals in "expected ..." hints
+_TERMINAL_WORDS = {"NAME": "a name", "NUMBER": "a number", "STRING": 'a "doc string"',
+                   "CMP": "a comparison", "BYTE_UNIT": "a byte unit", "OVERRIDE": "'override'",
+                   "$END": "end of file"}
+
+
+def data_path(name: str) -> Path:
+    """The folder ``grammar`` or ``formulas``: the copy inside the wheel, else the source tree."""
+    packaged = _HERE / "_data" / name
+    if packaged.is_dir():
+        return packaged
+    return _HERE.parent / name
+
+
+def grammar_path() -> Path:
+    return data_path("grammar") / "formulas.lark"
+
+
+@functools.cache
+def grammar() -> Lark:
+    """The LALR parser of the rule language (built once per process)."""
+    return Lark(grammar_path().read_text(encoding="utf-8"), parser="lalr",
+                propagate_positions=True, start=["start", "expr"], maybe_placeholders=True)
+
+
+def _expected_words(expected) -> str:
+    words = set()
+    for term in expected:
+        if term in _TERMINAL_WORDS:
+            words.add(_TERMINAL_WORDS[term])
+            continue
+        try:
+            pattern = grammar().get_terminal(term).pattern
+        except KeyError:
+            continue
+        words.add(f"'{pattern.value}'" if pattern.type == "str" else term.lower())
+    return ", ".join(sorted(words))
+
+
+def _syntax_error(exc: UnexpectedInput, text: str, path: str) -> FormulaSyntaxError:
+    lines = text.splitlines() or [""]
+    line = getattr(exc, "line", -1)
+    column = getattr(exc, "column", -1)
+    if isinstance(exc, UnexpectedEOF) or line in (-1, None) or line > len(lines):
+        line = len(lines)
+        column = len(lines[-1]) + 1
+        message = "unexpected end of input"
+        length = 1
+    elif isinstance(exc, UnexpectedCharacters):
+        message = f"unexpected character '{text[exc.pos_in_stream]}'"
+        length = 1
+    else:
+        tok = exc.token
+        shown = str(tok) if tok.type != "$END" else "end of input"
+        message = f"unexpected '{shown}'" if tok.type != "$END" else "unexpected end of input"
+        length = max(1, len(str(tok)))
+    hint = None
+    expected = getattr(exc, "expected", None) or getattr(exc, "allowed", None)
+    if expected:
+        hint = "expected " + _expected_words(expected)
+    span = Span(path, line, column, length, lines[line - 1] if 0 < line <= len(lines) else "")
+    return FormulaSyntaxError(message, span, hint=hint)
+
+
+def parse_text(text: str, path: str = "<string>") -> list:
+    """Parse one rule file into declarations.
+
+    Examples
+    --------
+    >>> [d.name for d in parse_text('input dp : count >= 1 = 1 "data-parallel ranks"')]
+    ['dp']
+    """
+    try:
+        tree = grammar().parse(text, start="start")
+    except UnexpectedInput as exc:
+        raise _syntax_error(exc, text, path) from None
+    try:
+        return ToDecls(path, text).transform(tree)
+    except VisitError as exc:  # .transform() wraps the errors our callbacks raise
+        if isinstance(exc.orig_exc, EngineError):
+            raise exc.orig_exc from None
+        raise
+
+
+def parse_value(text: str, where: str = "--set") -> sympy.Basic:
+    """Parse a value given on the command line: a number (with optional byte unit), a
+    constant arithmetic expression, or a choice name (returned as a Symbol)."""
+    try:
+        tree = grammar().parse(text, start="expr")
+    except UnexpectedInput as exc:
+        raise _syntax_error(exc, text, where) from None
+    try:
+        value = ToDecls(where, text).transform(tree)
+    except VisitError as exc:
+        if isinstance(exc.orig_exc, EngineError):
+            raise exc.orig_exc from None
+        raise
+    return value

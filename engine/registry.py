@@ -1,0 +1,481 @@
+"""The library: every declaration of every rule file in one flat namespace.
+
+:meth:`Library.resolve` turns parsed declarations into resolved sympy expressions:
+names are checked (with "did you mean" hints), option comparisons become comparisons of
+integer option codes, dtype names become byte sizes, units are checked, and cycles
+between rules are rejected.  :meth:`Library.compose` then inlines rule references,
+giving one expression per rule over inputs and option codes only.
+"""
+from __future__ import annotations
+
+import graphlib
+from fractions import Fraction
+from pathlib import Path
+from typing import Iterable
+
+import sympy
+
+from .errors import (DependencyCycleError, EngineError, ErrorGroup, FormulaSyntaxError,
+                     RedefinitionError, SourceError, Span, UnitError, UnknownNameError,
+                     did_you_mean)
+from .parser import data_path, parse_text
+from .rules import (BYTE, UNITS, At, CheckDecl, Decl, DtypeDecl, InputDecl, Match, OptionDecl,
+                    PresetDecl, RuleDecl)
+
+PRESET_KINDS = ("model", "gpu")
+
+
+def unit_words(dim: Fraction | None) -> str:
+    if dim is None or dim == 0:
+        return "a plain number"
+    if dim == 1:
+        return "bytes"
+    return f"bytes^{dim}"
+
+
+class Library:
+    """All declarations, resolved.  Build with :func:`load`; treat as read-only."""
+
+    def __init__(self) -> None:
+        self.decls: dict[str, Decl] = {}
+        self.checks: list[CheckDecl] = []
+        self.presets: dict[tuple[str, str], PresetDecl] = {}
+        self.files: list[str] = []
+        self._compose_cache: dict = {}
+        self.resolved = False
+
+    # ------------------------------------------------------------------ loading
+    def add_text(self, text: str, path: str = "<string>", user: bool = False) -> None:
+        """Parse ``text`` and add its declarations (``user`` files may ``override`` rules)."""
+        self.files.append(path)
+        errors: list[EngineError] = []
+        for decl in parse_text(text, path):
+            try:
+                self._add(decl, user)
+            except EngineError as exc:
+                errors.append(exc)
+        _raise_all(errors)
+
+    def add_file(self, path: str | Path, user: bool = False) -> None:
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise EngineError(f"cannot read rule file '{path}': {exc.strerror}") from None
+        self.add_text(text, _display_path(path), user)
+
+    def load_dir(self, folder: str | Path) -> None:
+        for path in sorted(Path(folder).glob("*.mem")):
+            self.add_file(path)
+
+    def _add(self, decl, user: bool) -> None:
+        self.resolved = False
+        if isinstance(decl, CheckDecl):
+            self.checks.append(decl)
+            return
+        if isinstance(decl, PresetDecl):
+            if decl.preset_kind not in PRESET_KINDS:
+                raise UnknownNameError(f"unknown preset kind '{decl.preset_kind}'", decl.span,
+                                       hint="preset kinds are " + ", ".join(PRESET_KINDS))
+            key = (decl.preset_kind, decl.name)
+            if key in self.presets:
+                first = self.presets[key].span
+                raise RedefinitionError(f"preset {decl.preset_kind} '{decl.name}' is defined twice",
+                                        decl.span, hint=f"first defined at {first.file}:{first.line}")
+            self.presets[key] = decl
+            return
+        old = self.decls.get(decl.name)
+        overriding = isinstance(decl, RuleDecl) and decl.override
+        if overriding and not user:
+            raise FormulaSyntaxError("'override' is only for a user's rule file, loaded beside the library",
+                                     decl.span)
+        if overriding and not isinstance(old, RuleDecl):
+            raise UnknownNameError(f"'override' of '{decl.name}', which is not a rule", decl.span,
+                                   hint=did_you_mean(decl.name, self.rule_names()))
+        if old is not None and not overriding:
+            raise RedefinitionError(
+                f"'{decl.name}' is already defined", decl.span,
+                hint=f"first defined at {old.span.file}:{old.span.line}"
+                + ("; write 'override rule' to replace it" if user and isinstance(old, RuleDecl) else ""))
+        self.decls[decl.name] = decl
+
+    # ------------------------------------------------------------------ views
+    def _of(self, cls) -> dict:
+        return {n: d for n, d in self.decls.items() if isinstance(d, cls)}
+
+    @property
+    def rules(self) -> dict[str, RuleDecl]:
+        return self._of(RuleDecl)
+
+    @property
+    def inputs(self) -> dict[str, InputDecl]:
+        return self._of(InputDecl)
+
+    @property
+    def options(self) -> dict[str, OptionDecl]:
+        return self._of(OptionDecl)
+
+    @property
+    def dtypes(self) -> dict[str, DtypeDecl]:
+        return self._of(DtypeDecl)
+
+    def rule_names(self) -> list[str]:
+        return list(self.rules)
+
+    def preset(self, kind: str, name: str) -> PresetDecl:
+        try:
+            return self.presets[(kind, name)]
+        except KeyError:
+            known = [n for k, n in self.presets if k == kind]
+            raise UnknownNameError(f"unknown {kind} '{name}'",
+                                   hint=did_you_mean(name, known) or f"known: {', '.join(sorted(known))}") from None
+
+    def unit_dim(self, name: str) -> Fraction:
+        return Fraction(UNITS[self.decls[name].unit][0])
+
+    # ------------------------------------------------------------------ resolution
+    def resolve(self) -> "Library":
+        """Check every name, unit and dependency; build the resolved expressions."""
+        errors: list[EngineError] = []
+        self.lowered: dict[str, sympy.Expr] = {}
+        self.deps: dict[str, set[str]] = {}
+        rules = self.rules
+        self._input_syms = {n: d.symbol() for n, d in self.inputs.items()}
+        self._option_syms = {n: d.symbol() for n, d in self.options.items()}
+        for name, rule in rules.items():
+            try:
+                expr = _Lowering(self, rule.names, rule.expr_span or rule.span, f"rule '{name}'").value(rule.expr)
+                dim = _Dims(self, rule.expr_span or rule.span, f"rule '{name}'").of(expr)
+                want = self.unit_dim(name)
+                if dim is not None and dim != want:
+                    hint = ("multiply by a dtype size (e.g. 'bf16') or write a byte literal like '4 B'"
+                            if want == 1 and dim == 0 else None)
+                    raise UnitError(f"rule '{name}' is declared in {rule.unit} but its expression is in "
+                                    f"{unit_words(dim)}", rule.expr_span or rule.span, hint=hint)
+                expr = expr.xreplace({BYTE: 1})
+                if expr.has(sympy.zoo, sympy.oo, -sympy.oo):
+                    raise UnitError(f"rule '{name}' divides by zero", rule.expr_span or rule.span)
+                self.lowered[name] = expr
+                self.deps[name] = {s.name for s in expr.free_symbols
+                                   if s.name in rules and s == sympy.Symbol(s.name)}
+            except EngineError as exc:
+                errors.append(exc)
+        for decl in self.inputs.values():
+            if decl.default is not None:
+                try:
+                    self.check_value(decl.name, decl.default, decl.span)
+                except EngineError as exc:
+                    errors.append(exc)
+        if not errors:
+            try:
+                graph = {n: self.deps[n] for n in rules}
+                self.order = list(graphlib.TopologicalSorter(graph).static_order())
+            except graphlib.CycleError as exc:
+                cycle = list(reversed(exc.args[1]))
+                errors.append(DependencyCycleError("rules form a cycle: " + " -> ".join(cycle),
+                                                   rules[cycle[0]].span))
+        self.lowered_checks = []
+        for check in self.checks:
+            try:
+                low = _Lowering(self, check.names, check.span, f"check \"{check.doc}\"")
+                lhs, rhs = low.value(check.lhs), low.value(check.rhs)
+                where = low.condition(check.where) if check.where is not None else sympy.true
+                dims = _Dims(self, check.span, f"check \"{check.doc}\"")
+                dims.same(dims.of(lhs), dims.of(rhs))
+                if check.where is not None:
+                    dims.of(where)
+                self.lowered_checks.append((check, *(e.xreplace({BYTE: 1}) for e in (lhs, rhs, where))))
+            except EngineError as exc:
+                errors.append(exc)
+        for preset in self.presets.values():
+            for name, value, span in preset.settings:
+                try:
+                    self.check_value(name, value, span)
+                except EngineError as exc:
+                    errors.append(exc)
+        _raise_all(errors)
+        self.resolved = True
+        self._compose_cache.clear()
+        return self
+
+    def check_value(self, name: str, value, span: Span | None = None):
+        """Validate a value for a name (input, option or rule pin) and return its exact
+        form: an option's choice name, or a sympy number without the byte unit."""
+        from .values import validate  # local: values imports this module's names
+        return validate(self, name, value, span)
+
+    # ------------------------------------------------------------------ composition
+    def compose(self, name: str, pins: Iterable[tuple[str, sympy.Expr]] = ()) -> sympy.Expr:
+        """The expression of rule ``name`` over inputs and option codes only.
+
+        ``pins`` replaces rules by numbers (``n_params = 70e9``).  Results are cached.
+        """
+        pins = frozenset(pins)
+        key = (name, pins)
+        if key in self._compose_cache:
+            return self._compose_cache[key]
+        pinned = dict(pins)
+        memo: dict[str, sympy.Expr] = {}
+
+        def expand(n: str) -> sympy.Expr:
+            if n in pinned:
+                return sympy.sympify(pinned[n])
+            if n not in memo:
+                sub = {sympy.Symbol(d): expand(d) for d in self.deps[n]}
+                memo[n] = apply_at(self.lowered[n].xreplace(sub))
+            return memo[n]
+
+        result = expand(name)
+        self._compose_cache[key] = result
+        return result
+
+    def compose_expr(self, expr: sympy.Expr, pins=()) -> sympy.Expr:
+        """Inline every rule that a resolved expression (e.g. a check side) refers to."""
+        sub = {sympy.Symbol(n): self.compose(n, pins) for n in self.rules
+               if sympy.Symbol(n) in expr.free_symbols}
+        return apply_at(expr.xreplace(sub))
+
+
+def apply_at(expr: sympy.Expr) -> sympy.Expr:
+    """Replace every ``At(target, k1, v1, ...)`` by ``target`` with the keys rebound."""
+    if not expr.has(At):
+        return expr
+    def rebind(*args):
+        target, flat = args[0], args[1:]
+        return target.xreplace(dict(zip(flat[::2], flat[1::2])))
+    return expr.replace(lambda e: isinstance(e, At), lambda e: rebind(*e.args))
+
+
+def _raise_all(errors: list[EngineError]) -> None:
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise ErrorGroup(errors)
+
+
+def _display_path(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+class _Lowering:
+    """Resolves the plain names of one declaration's expression."""
+
+    def __init__(self, lib: Library, names, span: Span, what: str):
+        self.lib, self.names, self.span, self.what = lib, names, span, what
+
+    def _where(self, name: str) -> Span:
+        return self.names.get(name, self.span)
+
+    def _unknown(self, name: str, known, what="name") -> UnknownNameError:
+        return UnknownNameError(f"unknown {what} '{name}' in {self.what}", self._where(name),
+                                hint=did_you_mean(name, known))
+
+    def _option(self, e) -> OptionDecl | None:
+        if isinstance(e, sympy.Symbol) and e == sympy.Symbol(e.name):
+            d = self.lib.decls.get(e.name)
+            return d if isinstance(d, OptionDecl) else None
+        return None
+
+    def _code(self, opt: OptionDecl, key) -> sympy.Integer:
+        if isinstance(key, sympy.Symbol):
+            if key.name in opt.choices and not opt.numeric:
+                return sympy.Integer(opt.code(key.name))
+            raise UnknownNameError(f"'{key.name}' is not a choice of option '{opt.name}' in {self.what}",
+                                   self._where(key.name) if key.name in self.names else self._where(opt.name),
+                                   hint=did_you_mean(key.name, opt.choices) or "choices are " + ", ".join(opt.choices))
+        if opt.numeric and key.is_Integer and str(key) in opt.choices:
+            return sympy.Integer(key)
+        raise UnknownNameError(f"{key} is not a choice of option '{opt.name}' in {self.what}",
+                               self._where(opt.name), hint="choices are " + ", ".join(opt.choices))
+
+    def condition(self, e):
+        return self.value(e)
+
+    def value(self, e):
+        lib = self.lib
+        if isinstance(e, sympy.Symbol):
+            if e == BYTE:
+                return e
+            d = lib.decls.get(e.name)
+            if isinstance(d, InputDecl):
+                return lib._input_syms[e.name]
+            if isinstance(d, RuleDecl):
+                return e
+            if isinstance(d, DtypeDecl):
+                return d.size * BYTE
+            if isinstance(d, OptionDecl):
+                return self._option_value(d)
+            raise self._unknown(e.name, lib.decls)
+        if isinstance(e, sympy.core.relational.Relational):
+            a, b = e.args
+            opt_a, opt_b = self._option(a), self._option(b)
+            if opt_a or opt_b:
+                opt, other = (opt_a, b) if opt_a else (opt_b, a)
+                if not isinstance(e, (sympy.Eq, sympy.Ne)) and not opt.numeric:
+                    raise UnitError(f"option '{opt.name}' has no order; compare it with == or != "
+                                    f"in {self.what}", self._where(opt.name))
+                if opt.numeric and not isinstance(other, sympy.Symbol):
+                    code = sympy.Integer(other) if other.is_Integer else other
+                else:
+                    code = self._code(opt, other)
+                sym = lib._option_syms[opt.name]
+                args = (sym, code) if opt_a else (code, sym)
+                return e.func(*args)
+            return e.func(self.value(a), self.value(b))
+        if isinstance(e, Match):
+            return self._match(e)
+        if isinstance(e, At):
+            return self._at(e)
+        if not e.args:
+            return e
+        return e.func(*[self.value(a) for a in e.args])
+
+    def _option_value(self, d: OptionDecl):
+        sym = self.lib._option_syms[d.name]
+        if d.numeric:
+            return sym
+        dtypes = self.lib.dtypes
+        if not any(c in dtypes for c in d.choices):
+            raise UnitError(f"option '{d.name}' is not a number; compare it with a choice "
+                            f"(e.g. {d.name} == {d.choices[0]}) in {self.what}", self._where(d.name))
+        pieces = [(dtypes[c].size * BYTE, sympy.Eq(sym, i)) for i, c in enumerate(d.choices) if c in dtypes]
+        return sympy.Piecewise(*pieces, (sympy.nan, True))
+
+    def _match(self, e: Match):
+        opt = self._option(e.args[0])
+        if opt is None:
+            name = e.args[0].name
+            raise self._unknown(name, self.lib.options, "option")
+        sym = self.lib._option_syms[opt.name]
+        arms, default, seen = [], None, set()
+        flat = e.args[1:]
+        for key, val in zip(flat[::2], flat[1::2]):
+            if isinstance(key, sympy.Symbol) and key.name == "_":
+                default = self.value(val)
+                continue
+            code = self._code(opt, key)
+            seen.add(int(code))
+            arms.append((self.value(val), sympy.Eq(sym, code)))
+        missing = [c for c in opt.choices if opt.code(c) not in seen]
+        if missing and default is None:
+            raise UnknownNameError(f"match on '{opt.name}' in {self.what} does not cover "
+                                   + ", ".join(f"'{m}'" for m in missing), self._where(opt.name),
+                                   hint="add the missing arms or a default arm '_ => ...'")
+        if default is None:
+            arms[-1] = (arms[-1][0], True)
+        else:
+            arms.append((default, True))
+        return sympy.Piecewise(*arms)
+
+    def _at(self, e: At):
+        target = e.args[0]
+        if target.name not in self.lib.rules:
+            raise self._unknown(target.name, self.lib.rules, "rule")
+        flat = e.args[1:]
+        out = [target]
+        for key, val in zip(flat[::2], flat[1::2]):
+            d = self.lib.decls.get(key.name)
+            if isinstance(d, InputDecl):
+                out += [self.lib._input_syms[key.name], self.value(val)]
+            elif isinstance(d, OptionDecl):
+                out += [self.lib._option_syms[key.name], self._code(d, val)]
+            else:
+                raise self._unknown(key.name, list(self.lib.inputs) + list(self.lib.options),
+                                    "input or option")
+        return At(*out)
+
+
+class _Dims:
+    """Infers the unit (a power of bytes) of a resolved expression; None means zero."""
+
+    def __init__(self, lib: Library, span: Span, what: str):
+        self.lib, self.span, self.what = lib, span, what
+        self.inputs = {s: Fraction(UNITS[lib.decls[n].unit][0]) for n, s in lib._input_syms.items()}
+        self.options = set(lib._option_syms.values())
+
+    def same(self, a, b):
+        if a is not None and b is not None and a != b:
+            raise UnitError(f"cannot combine {unit_words(a)} and {unit_words(b)} in {self.what}",
+                            self.span, hint="a byte quantity is a count times a dtype size or a byte literal")
+        return a if a is not None else b
+
+    def of(self, e):
+        if e is BYTE or e == BYTE:
+            return Fraction(1)
+        if e is sympy.nan:
+            return None
+        if e.is_Number:
+            return None if e == 0 else Fraction(0)
+        if isinstance(e, sympy.Symbol):
+            if e in self.inputs:
+                return self.inputs[e]
+            if e in self.options:
+                return Fraction(0)
+            return self.lib.unit_dim(e.name)
+        if isinstance(e, (sympy.logic.boolalg.BooleanAtom,)):
+            return Fraction(0)
+        if isinstance(e, (sympy.Add, sympy.Max, sympy.Min)):
+            dim = None
+            for a in e.args:
+                dim = self.same(dim, self.of(a))
+            return dim
+        if isinstance(e, sympy.Mul):
+            total = Fraction(0)
+            for a in e.args:
+                d = self.of(a)
+                if d is None:
+                    return None
+                total += d
+            return total
+        if isinstance(e, sympy.Pow):
+            base, exp = self.of(e.args[0]), self.of(e.args[1])
+            if exp not in (None, 0):
+                raise UnitError(f"an exponent must be a plain number in {self.what}", self.span)
+            if base in (None, 0):
+                return base
+            if not e.args[1].is_Rational:
+                raise UnitError(f"a byte quantity can only be raised to a constant power in {self.what}", self.span)
+            return base * Fraction(int(e.args[1].p), int(e.args[1].q))
+        if isinstance(e, sympy.Piecewise):
+            dim = None
+            for val, cond in e.args:
+                self.of(cond)
+                dim = self.same(dim, self.of(val))
+            return dim
+        if isinstance(e, sympy.core.relational.Relational):
+            self.same(self.of(e.args[0]), self.of(e.args[1]))
+            return Fraction(0)
+        if isinstance(e, (sympy.And, sympy.Or, sympy.Not)):
+            for a in e.args:
+                self.of(a)
+            return Fraction(0)
+        if isinstance(e, (sympy.ceiling, sympy.floor)):
+            return self.of(e.args[0])
+        if isinstance(e, sympy.log):
+            if self.of(e.args[0]) not in (None, 0):
+                raise UnitError(f"log2 takes a plain number, not bytes, in {self.what}", self.span)
+            return Fraction(0)
+        if isinstance(e, At):
+            for v in e.args[2::2]:
+                self.of(v)
+            return self.of(e.args[0])
+        raise UnitError(f"cannot work out the unit of '{e}' in {self.what}", self.span)
+
+
+def load(extra: Iterable[str | Path] = (), folder: str | Path | None = None) -> Library:
+    """Load and resolve the formula library, plus a user's rule files.
+
+    Examples
+    --------
+    >>> lib = load()
+    >>> "total" in lib.rules
+    True
+    """
+    lib = Library()
+    lib.load_dir(folder or data_path("formulas"))
+    for path in extra:
+        lib.add_file(path, user=True)
+    return lib.resolve()

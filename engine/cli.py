@@ -1,0 +1,165 @@
+"""The ``memform`` command line (argparse).
+
+Every error a user can cause is printed as one located message (no traceback) and
+sets the exit code: 2 for usage errors, 1 for failed checks or infeasible queries.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .errors import EngineError, UsageError
+
+USAGE_EXAMPLES = """examples:
+  memform estimate llama2-7b --gpu h100-80g --set micro_batch=4 --set seq_len=4096
+  memform estimate llama2-70b --set n_params=70e9 --set zero_stage=3 --set dp=8 --json
+  memform check
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse would print usage and exit 2 itself
+        raise UsageError(message, hint=f"see '{self.prog} --help'")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="memform", description="GPU memory of LLM training and serving, "
+                     "with the formula behind every number.", epilog=USAGE_EXAMPLES,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    common = _Parser(add_help=False)
+    common.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
+                        help="set an input, option or rule (repeatable): --set zero_stage=3")
+    common.add_argument("--rules", action="append", default=[], metavar="FILE",
+                        help="a rule file of your own, loaded beside the library (may 'override rule')")
+
+    est = sub.add_parser("estimate", parents=[common], help="per-GPU memory breakdown of a model")
+    est.add_argument("model", metavar="MODEL", help="a model preset name (see 'memform presets')")
+    est.add_argument("--gpu", help="a GPU preset: shows whether the total fits")
+    est.add_argument("--capacity", metavar="BYTES", help="GPU capacity instead of --gpu, e.g. 80GB")
+    est.add_argument("--json", action="store_true", help="print JSON")
+
+    chk = sub.add_parser("check", help="parse the library (and FILEs) and test every check")
+    chk.add_argument("files", nargs="*", metavar="FILE", help="rule files loaded beside the library")
+    chk.add_argument("--samples", type=int, default=2000, help="scenarios per model preset per check")
+
+    sub.add_parser("presets", help="list the model and GPU presets")
+    return parser
+
+
+def _library(files):
+    from .registry import load
+    for f in files:
+        if not Path(f).is_file():
+            raise UsageError(f"no such rule file: '{f}'")
+    return load(extra=files)
+
+
+def _scenario(lib, args, model):
+    from .model import Scenario, parse_setting
+    values = dict(parse_setting(lib, text) for text in args.sets)
+    gpu = getattr(args, "gpu", None)
+    capacity = getattr(args, "capacity", None)
+    if gpu and capacity:
+        raise UsageError("give --gpu or --capacity, not both")
+    if capacity:
+        _, values["capacity"] = parse_setting(lib, f"capacity={capacity}")
+    if model is not None:
+        lib.preset("model", model)
+    if gpu is not None:
+        lib.preset("gpu", gpu)
+    scenario = Scenario.create(lib, model, gpu)
+    return scenario.with_values(**values) if values else scenario
+
+
+def cmd_estimate(args, out) -> int:
+    from .estimate import estimate, formula, gb, gib, whole_bytes
+    lib = _library(args.rules)
+    if Path(args.model).suffix == ".json":
+        raise UsageError(f"reading a Hugging Face config.json ('{args.model}') is not supported yet",
+                         hint="use a preset name; 'memform presets' lists them")
+    scenario = _scenario(lib, args, args.model)
+    result = estimate(scenario)
+    if args.json:
+        out.write(json.dumps(result.to_json(), indent=2) + "\n")
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+    console = Console(file=out, width=max(120, Console().width), highlight=False)
+    v = scenario.values
+    title = (f"{args.model}: {v['mode']}, {v['precision']}, optimizer {v['optimizer']}, "
+             f"ZeRO-{v['zero_stage']}, dp={v['dp']} tp={v['tp']} pp={v['pp']}, "
+             f"micro_batch={v['micro_batch']} seq_len={v['seq_len']}")
+    table = Table(title=title, title_justify="left")
+    for col, just in (("component", "left"), ("bytes", "right"), ("GB", "right"), ("GiB", "right"),
+                      ("share", "right"), ("formula (per GPU)", "left")):
+        table.add_column(col, justify=just, overflow="fold")
+    total = result.total
+    for name, value in result.components.items():
+        share = f"{100 * float(value / total):.1f} %" if total else "-"
+        table.add_row(name, f"{whole_bytes(value):,}", gb(value), gib(value), share,
+                      _show(formula(scenario, name)))
+    table.add_section()
+    table.add_row("total", f"{whole_bytes(total):,}", gb(total), gib(total), "100.0 %",
+                  _show(formula(scenario, "total", opaque=("n_params",))))
+    console.print(table)
+    console.print(f"n_params = {int(scenario.evaluate('n_params')):,}")
+    if result.capacity is not None:
+        cap = result.capacity
+        where = f"{args.gpu} ({gib(cap)} GiB)" if args.gpu else f"{gb(cap)} GB"
+        if result.fits:
+            console.print(f"fits {where}: {gb(cap - total)} GB ({gib(cap - total)} GiB) to spare")
+        else:
+            console.print(f"does not fit {where}: needs {gb(total - cap)} GB ({gib(total - cap)} GiB) more")
+    return 0
+
+
+def _show(expr) -> str:
+    import sympy
+    return sympy.sstr(expr, order="grlex")
+
+
+def cmd_check(args, out) -> int:
+    from .checks import run_checks
+    lib = _library(args.files)
+    results = run_checks(lib, samples=args.samples)
+    failed = 0
+    for r in results:
+        if r.ok:
+            out.write(f"ok    {r.check.doc} ({r.samples} scenarios)\n")
+        else:
+            failed += 1
+            span = r.check.span
+            out.write(f"FAIL  {r.check.doc}\n      {span.file}:{span.line}: {r.failure}\n")
+    out.write(f"{len(lib.rules)} rules, {len(lib.inputs)} inputs, {len(lib.options)} options, "
+              f"{len(results)} checks: {len(results) - failed} passed, {failed} failed\n")
+    return 1 if failed else 0
+
+
+def cmd_presets(args, out) -> int:
+    lib = _library([])
+    for (kind, name), preset in sorted(lib.presets.items()):
+        out.write(f"{kind:6} {name:12} {preset.doc}\n")
+    return 0
+
+
+COMMANDS = {"estimate": cmd_estimate, "check": cmd_check, "presets": cmd_presets}
+
+
+def main(argv: list[str] | None = None, out=None, err=None) -> int:
+    """Run the command line; returns the exit code instead of raising."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        args = build_parser().parse_args(argv)
+        return COMMANDS[args.command](args, out)
+    except EngineError as exc:
+        err.write(f"{exc}\n" if exc.span is not None else f"memform: error: {exc}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        err.write("memform: interrupted\n")
+        return 130

@@ -62,7 +62,8 @@ def _syntax_error(exc: UnexpectedInput, text: str, path: str) -> FormulaSyntaxEr
     lines = text.splitlines() or [""]
     line = getattr(exc, "line", -1)
     column = getattr(exc, "column", -1)
-    if isinstance(exc, UnexpectedEOF) or line in (-1, None) or line > len(lines):
+    at_end = isinstance(exc, UnexpectedToken) and exc.token.type == "$END"
+    if isinstance(exc, UnexpectedEOF) or at_end or line in (-1, None) or line > len(lines):
         line = len(lines)
         column = len(lines[-1]) + 1
         message = "unexpected end of input"

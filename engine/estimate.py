@@ -24,7 +24,7 @@ def components(scenario: Scenario, rule: str = "total") -> list[str]:
     """The leaves of ``rule`` when every rule that is a plain sum of rules is split."""
     lib = scenario.library
     expr = lib.lowered[rule]
-    if (rule, ) != () and isinstance(expr, sympy.Add) and all(
+    if isinstance(expr, sympy.Add) and all(
             isinstance(a, sympy.Symbol) and a.name in lib.rules and a == sympy.Symbol(a.name)
             for a in expr.args):
         names = [a.name for a in expr.args]

@@ -29,10 +29,7 @@ def parse_setting(lib: Library, text: str) -> tuple[str, object]:
     value = parse_value(raw, "--set") if raw else None
     if value is None:
         raise UsageError(f"'--set {text}' has no value", value_span)
-    try:
-        return name, lib.check_value(name, value, value_span)
-    except Exception as exc:
-        raise exc from None
+    return name, lib.check_value(name, value, value_span)
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,11 @@ class Scenario:
         return np.broadcast_to(np.asarray(fn(*arrays.values()), dtype=float), shape)
 
     def evaluate(self, rule: str) -> sympy.Rational:
-        """The exact value of a rule (bytes for byte rules)."""
+        """The exact value of a rule (bytes for byte rules) or of an input."""
+        if rule in self.library.inputs:
+            if rule not in self.values:
+                raise MissingInputError(f"'{rule}' has no value", hint=f"give it with --set {rule}=VALUE")
+            return self.values[rule]
         if rule not in self.library.rules:
             self.library.check_value(rule, None)  # unknown-name error with hint
         value = self.expr(rule)

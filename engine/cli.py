@@ -43,6 +43,36 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--capacity", metavar="BYTES", help="GPU capacity instead of --gpu, e.g. 80GB")
     est.add_argument("--json", action="store_true", help="print JSON")
 
+    slv = sub.add_parser("solve", parents=[common], help="best whole value of an unknown that fits")
+    slv.add_argument("direction", choices=["max", "min"], metavar="max|min")
+    slv.add_argument("unknown", metavar="UNKNOWN", help="an input: micro_batch, seq_len, dp, tp, pp ...")
+    slv.add_argument("model", metavar="MODEL")
+    slv.add_argument("--gpu")
+    slv.add_argument("--capacity", metavar="BYTES")
+    slv.add_argument("--target", default="total", help="the rule that must fit (default: total)")
+    slv.add_argument("--step", default="1", choices=["1", "pow2"], help="candidate values: every whole value or powers of two")
+    slv.add_argument("--multiple-of", type=int, default=1, metavar="K", help="only multiples of K")
+    slv.add_argument("--no-divisibility", action="store_true",
+                     help="drop the default constraints (tp divides the heads, pp divides the layers)")
+    slv.add_argument("--json", action="store_true")
+
+    shw = sub.add_parser("show", parents=[common], help="the simplified symbolic expression of a rule")
+    shw.add_argument("rule", metavar="RULE")
+    shw.add_argument("model", metavar="MODEL", nargs="?")
+    shw.add_argument("--keep", action="append", default=[], metavar="NAME",
+                     help="keep this input symbolic too (micro_batch and seq_len are kept unless set)")
+    shw.add_argument("--latex", action="store_true")
+
+    pln = sub.add_parser("plan", parents=[common], help="parallel layouts that fit on N GPUs, ranked")
+    pln.add_argument("model", metavar="MODEL")
+    pln.add_argument("--gpu")
+    pln.add_argument("--capacity", metavar="BYTES")
+    pln.add_argument("--gpus", type=int, required=True, metavar="N")
+    pln.add_argument("--sort", default="model_parallel", choices=["model_parallel", "micro_batch", "memory"])
+    pln.add_argument("--top", type=int, default=10)
+    pln.add_argument("--max-micro-batch", type=int, default=256)
+    pln.add_argument("--json", action="store_true")
+
     chk = sub.add_parser("check", help="parse the library (and FILEs) and test every check")
     chk.add_argument("files", nargs="*", metavar="FILE", help="rule files loaded beside the library")
     chk.add_argument("--samples", type=int, default=2000, help="scenarios per model preset per check")
@@ -123,6 +153,82 @@ def _show(expr) -> str:
     return sympy.sstr(expr, order="grlex")
 
 
+def cmd_solve(args, out) -> int:
+    from .estimate import gb, gib
+    from .solve import solve
+    lib = _library(args.rules)
+    scenario = _scenario(lib, args, args.model)
+    if args.multiple_of < 1:
+        raise UsageError("--multiple-of takes a whole number >= 1")
+    r = solve(scenario, args.direction, args.unknown, target=args.target, step=args.step,
+              multiple_of=args.multiple_of, divisibility=not args.no_divisibility)
+    if args.json:
+        out.write(json.dumps(r.to_json(), indent=2) + "\n")
+        return 0
+    where = args.gpu or f"{gb(r.capacity)} GB"
+    out.write(f"{r.direction} {r.unknown} = {r.value}   ({args.model} on {where}, {r.target} <= capacity)\n")
+    out.write(f"closed form: {r.closed_form}\n")
+    out.write(f"method: {r.method}" + (" (the closed form's bound reproduces the exact search)\n"
+                                       if r.method == "closed-form" else " (exact integer search)\n"))
+    out.write(f"at {r.unknown}={r.value}: {gb(r.bytes_at_value)} GB ({gib(r.bytes_at_value)} GiB) "
+              f"<= {gb(r.capacity)} GB ({gib(r.capacity)} GiB)\n")
+    if r.next_value is not None:
+        out.write(f"at {r.unknown}={r.next_value}: {gb(r.bytes_at_next)} GB ({gib(r.bytes_at_next)} GiB) > capacity\n")
+    for c in r.constraints:
+        out.write(f"constraint: {c}\n")
+    return 0
+
+
+def cmd_show(args, out) -> int:
+    import sympy
+    from .estimate import formula
+    lib = _library(args.rules)
+    scenario = _scenario(lib, args, args.model)
+    if args.rule not in lib.rules:
+        lib.check_value(args.rule, None)
+    explicit = {text.split("=", 1)[0].strip() for text in args.sets}
+    keep = tuple(n for n in ("micro_batch", "seq_len") if n not in explicit) + tuple(args.keep)
+    for name in args.keep:
+        if name not in lib.inputs:
+            lib.check_value(name, None)
+    expr = formula(scenario, args.rule, keep=keep, opaque=())
+    if not expr.has(sympy.Piecewise):
+        expr = sympy.expand(expr)
+    if args.latex:
+        out.write(sympy.latex(expr) + "\n")
+    else:
+        out.write(f"{args.rule} = {_show(expr)}\n")
+    return 0
+
+
+def cmd_plan(args, out) -> int:
+    from .estimate import gb
+    from .plan import exact, plan
+    lib = _library(args.rules)
+    scenario = _scenario(lib, args, args.model)
+    if args.gpus < 1:
+        raise UsageError("--gpus takes a whole number >= 1")
+    rows = plan(scenario, args.gpus, max_micro_batch=args.max_micro_batch, sort=args.sort)
+    shown = [r for r in (exact(scenario, row) for row in rows[:args.top]) if r is not None]
+    if args.json:
+        out.write(json.dumps({"feasible": len(rows), "layouts": [r.to_json() for r in shown]}, indent=2) + "\n")
+        return 0 if rows else 1
+    if not rows:
+        out.write(f"no layout of {args.gpus} GPUs fits {args.model}\n")
+        return 1
+    from rich.console import Console
+    from rich.table import Table
+    table = Table(title=f"{args.model} on {args.gpus} x {args.gpu or 'GPU'}: {len(rows)} layouts fit "
+                        f"(sorted by {args.sort})", title_justify="left")
+    for col in ("tp", "pp", "dp", "ZeRO", "recompute", "micro_batch", "per-GPU GB", "headroom GB"):
+        table.add_column(col, justify="right")
+    for r in shown:
+        table.add_row(str(r.tp), str(r.pp), str(r.dp), str(r.zero_stage), r.recompute, str(r.micro_batch),
+                      gb(r.total), gb(r.headroom))
+    Console(file=out, width=120, highlight=False).print(table)
+    return 0
+
+
 def cmd_check(args, out) -> int:
     from .checks import run_checks
     lib = _library(args.files)
@@ -147,7 +253,8 @@ def cmd_presets(args, out) -> int:
     return 0
 
 
-COMMANDS = {"estimate": cmd_estimate, "check": cmd_check, "presets": cmd_presets}
+COMMANDS = {"estimate": cmd_estimate, "solve": cmd_solve, "show": cmd_show, "plan": cmd_plan,
+            "check": cmd_check, "presets": cmd_presets}
 
 
 def main(argv: list[str] | None = None, out=None, err=None) -> int:

@@ -13,17 +13,18 @@ Comparisons are exact (sympy Rational ``==``); see ``assert_matches`` for JSON f
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
 import pytest
 import sympy
-from sympy.parsing.sympy_parser import (implicit_multiplication_application, parse_expr,
-                                        standard_transformations)
 
 from engine.estimate import formula
 from engine.model import Scenario
+from engine.parser import parse_value
+from engine.solve import solve
 
 SEED_CASES = Path(__file__).resolve().parents[2] / "shared" / "reference" / "seed-cases.json"
 
@@ -75,6 +76,16 @@ class Formula:
     values: dict = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Solve:
+    """``memform solve min UNKNOWN``: the smallest whole value with ``target <= capacity``
+    (no divisibility constraints: the seeds ask for bare GPU counts)."""
+    unknown: str
+    target: str
+    query: Rule
+    capacity: int
+
+
 def q(rule, model, **values):
     return Rule(rule, model, values)
 
@@ -107,6 +118,11 @@ def run(lib, query):
         return run(lib, query.a) / run(lib, query.b)
     if isinstance(query, Fits):
         return bool(run(lib, query.query) <= query.capacity)
+    if isinstance(query, Solve):
+        scenario = Scenario.create(lib, query.query.model,
+                                   values={**query.query.values, "capacity": query.capacity})
+        return sympy.Integer(solve(scenario, "min", query.unknown, target=query.target,
+                                   divisibility=False).value)
     if isinstance(query, Formula):
         scenario = Scenario.create(lib, query.model, values=query.values)
         expr = formula(scenario, query.rule, keep=("dp",), opaque=("n_params",))
@@ -201,6 +217,8 @@ QUERIES = {
     "D1-42": nominal("model_states", P70B, zero_stage=2, dp=8),
     "D1-43": nominal("model_states", P70B, zero_stage=3, dp=8),
     "D1-44": nominal("model_states", P70B, zero_stage=3, dp=16),
+    # bf16 weights of a nominal 70B split over tensor-parallel ranks of an 80 GB card
+    "D1-27": Solve("tp", "weights", nominal("weights", P70B, **INFER), CARD_80GB),
     "D1-47": q("layer_activations", "gpt3-175b", micro_batch=1, seq_len=2048, tp=8, **NAIVE),
     # bytes a frozen parameter does not need (master, gradient, m, v): model states - weights
     "D1-50": Diff(per_param("model_states"), per_param("weights")),
@@ -211,6 +229,7 @@ QUERIES = {
     "D1-56": nominal("model_states", P7B),
 
     # --- literature ------------------------------------------------------------------------
+    "LIT-03": Solve("dp", "model_states", nominal("model_states", P70B, zero_stage=3), CARD_80GB),
     "LIT-01": [nominal("model_states", P7_5B, zero_stage=stage, dp=64) for stage in (0, 1, 2, 3)],
     "LIT-02": [nominal("model_states", P70B, zero_stage=stage, dp=8) for stage in (0, 1, 2, 3)],
     # GPT-3, per layer, s = 2048, b = 1, materialised attention; "selective" is tp + sp + selective
@@ -298,10 +317,14 @@ QUERIES = {
     "Q001-1a": nominal("model_states", P70B),
     "Q001-1b": {"per_gpu": nominal("model_states", P70B, zero_stage=3, dp=8),
                 "fits": Fits(nominal("model_states", P70B, zero_stage=3, dp=8), CARD_80GB)},
+    "Q001-1c": Solve("dp", "model_states", nominal("model_states", P70B, zero_stage=3), CARD_80GB),
     "Q001-1d": {"per_gpu": nominal("model_states", P70B, **ADAM_8BIT, zero_stage=3, dp=8),
-                "fits": Fits(nominal("model_states", P70B, **ADAM_8BIT, zero_stage=3, dp=8), CARD_80GB)},
+                "fits": Fits(nominal("model_states", P70B, **ADAM_8BIT, zero_stage=3, dp=8), CARD_80GB),
+                "min_N": Solve("dp", "model_states", nominal("model_states", P70B, **ADAM_8BIT, zero_stage=3),
+                               CARD_80GB)},
     "Q001-1e": {"model_states": q("model_states", "llama2-70b"),
-                "per_gpu_N8": q("model_states", "llama2-70b", zero_stage=3, dp=8)},
+                "per_gpu_N8": q("model_states", "llama2-70b", zero_stage=3, dp=8),
+                "min_N": Solve("dp", "model_states", q("model_states", "llama2-70b", zero_stage=3), CARD_80GB)},
     # fp16 mixed precision, per parameter; m and v are one state element each
     "Q001-2": {"fp16_weights": per_param("weights", precision="fp16_mixed"),
                "fp32_master": per_param("master", precision="fp16_mixed"),
@@ -329,7 +352,12 @@ QUERIES = {
     # bytes a frozen (LoRA base) parameter does not need; the LoRA figures are out of scope
     "Q001-5": {"saved_vs_full_bytes_per_param": Diff(per_param("model_states"), per_param("weights"))},
     "Q001-7": {"bf16": nominal("weights", P671B, **INFER, weight_dtype="bf16"),
-               "fp8": nominal("weights", P671B, **INFER, weight_dtype="fp8_e4m3")},
+               "fp8": nominal("weights", P671B, **INFER, weight_dtype="fp8_e4m3"),
+               # GPUs that the weights alone need: split over tensor-parallel ranks
+               "min_gpus_80GB_bf16": Solve("tp", "weights", nominal("weights", P671B, **INFER,
+                                                                     weight_dtype="bf16"), CARD_80GB),
+               "min_gpus_80GB_fp8": Solve("tp", "weights", nominal("weights", P671B, **INFER,
+                                                                    weight_dtype="fp8_e4m3"), CARD_80GB)},
     "Q001-8": {"naive": q("activations", "llama1-7b", **B1_S2048, **NAIVE),
                "flash": q("activations", "llama1-7b", **B1_S2048, **FLASH),
                "model_states_7e9": nominal("model_states", P7B),
@@ -339,7 +367,6 @@ QUERIES = {
 QUALITATIVE = "qualitative: no figure"
 LATER_MOE = "MoE parameter count (issue: complete formula library)"
 LATER_LORA = "LoRA/QLoRA (issue: complete formula library)"
-LATER_SOLVER = "solver query: minimum GPU count (solving is a later issue)"
 LATER_COMM = "communication volume: not a memory figure (issue: complete formula library)"
 DOC_FIGURE = "the document's own (wrong) formula evaluated, not a memform figure; test_wrong_figures_are_corrected checks memform differs from it"
 
@@ -355,7 +382,6 @@ OUT_OF_SCOPE = {
     "D1-21": QUALITATIVE + " (formula text '5*a*s^2*b bytes'; D0-06 tests the figure)",
     "D1-23": QUALITATIVE + " ('O(s)')",
     "D1-24": QUALITATIVE,
-    "D1-27": LATER_SOLVER + " (ceil(140 GB / 80 GB))",
     "D1-35": "PagedAttention block size: a vLLM constant, no paged-KV rule yet (issue: complete formula library)",
     "D1-37": QUALITATIVE,
     "D1-38": QUALITATIVE,
@@ -366,22 +392,16 @@ OUT_OF_SCOPE = {
     "D1-51": LATER_LORA + ": NF4 base with double quantization",
     "D1-57": QUALITATIVE,
     "D1-58": "count of list items in the document, not a memory figure",
-    "LIT-03": LATER_SOLVER,
     "LIT-07": "MoE and MLA parameter counts and MLA KV cache (issue: complete formula library)",
-    "Q001-1c": LATER_SOLVER + "; the per-GPU bytes it implies are tested in D1-44/D1-53",
     "Q001-6": LATER_COMM,
     "D1-39:doc_formula_P=70e9,N=8": DOC_FIGURE,
     "D1-40:doc_formula_P=70e9,N=8": DOC_FIGURE,
     "Q000-12:comm_ratio": LATER_COMM,
-    "Q001-1d:min_N": LATER_SOLVER,
-    "Q001-1e:min_N": LATER_SOLVER,
     "Q001-5:base_weights": LATER_LORA,
     "Q001-5:lora_params": LATER_LORA,
     "Q001-5:lora_states_16B": LATER_LORA,
     "Q001-5:total_before_activations": LATER_LORA,
     "Q001-5:fits": LATER_LORA,
-    "Q001-7:min_gpus_80GB_bf16": LATER_SOLVER,
-    "Q001-7:min_gpus_80GB_fp8": LATER_SOLVER,
     "Q001-7:exact_total_params": LATER_MOE + " (DeepSeek-V3)",
     "Q001-7:exact_active_params": LATER_MOE + " (DeepSeek-V3)",
 }
@@ -425,8 +445,9 @@ def assert_matches(value, expected):
     if isinstance(expected, bool):
         assert value is expected
     elif isinstance(expected, str):  # a formula in the seeds' P and N, e.g. "4P+12P/N"
-        seed = parse_expr(expected, local_dict={"P": sympy.Symbol("P"), "N": sympy.Symbol("N")},
-                          transformations=standard_transformations + (implicit_multiplication_application,))
+        # "4P+12P/N" in memform's own grammar: explicit products, lower-case names
+        seed = parse_value(re.sub(r"(\d)([A-Z])", r"\1*\2", expected).lower())
+        seed = seed.xreplace({sympy.Symbol("p"): sympy.Symbol("P"), sympy.Symbol("n"): sympy.Symbol("N")})
         assert sympy.simplify(value - seed) == 0, f"{value} != {expected}"
     elif isinstance(expected, float) and not terminates(value):
         assert float(value) == expected, f"{value} = {float(value)!r} != {expected!r}"

@@ -195,7 +195,8 @@ def cmd_show(args, out) -> int:
     if not expr.has(sympy.Piecewise):
         expr = sympy.expand(expr)
     if args.latex:
-        out.write(sympy.latex(expr) + "\n")
+        from .display import latex
+        out.write(latex(expr) + "\n")
     else:
         out.write(f"{args.rule} = {_show(expr)}\n")
     return 0
@@ -208,7 +209,9 @@ def cmd_plan(args, out) -> int:
     scenario = _scenario(lib, args, args.model)
     if args.gpus < 1:
         raise UsageError("--gpus takes a whole number >= 1")
-    rows = plan(scenario, args.gpus, max_micro_batch=args.max_micro_batch, sort=args.sort)
+    with _LazyProgress() as progress:
+        rows = plan(scenario, args.gpus, max_micro_batch=args.max_micro_batch, sort=args.sort,
+                    progress=progress)
     shown = [r for r in (exact(scenario, row) for row in rows[:args.top]) if r is not None]
     if args.json:
         out.write(json.dumps({"feasible": len(rows), "layouts": [r.to_json() for r in shown]}, indent=2) + "\n")
@@ -227,6 +230,30 @@ def cmd_plan(args, out) -> int:
                       gb(r.total), gb(r.headroom))
     Console(file=out, width=120, highlight=False).print(table)
     return 0
+
+
+class _LazyProgress:
+    """A progress bar on stderr that appears only once the work has taken over a second."""
+
+    def __enter__(self):
+        import time
+        self.start, self.bar, self.task = time.monotonic(), None, None
+        return self
+
+    def __call__(self, done: int, total: int) -> None:
+        import time
+        if self.bar is None and time.monotonic() - self.start > 1:
+            from rich.progress import Progress
+            self.bar = Progress(transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task("layouts", total=total)
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done)
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.stop()
+        return False
 
 
 def cmd_check(args, out) -> int:

@@ -3,7 +3,8 @@
 Each check is composed once into two expressions over inputs and option codes,
 compiled with :func:`compile_expr` (lambdify to numpy), and evaluated on a sample of
 scenarios per model preset: inputs the preset leaves open are drawn log-uniformly within
-their domain, options the preset leaves open are drawn over all their choices.
+their domain, options the preset leaves open are drawn over all their choices, except
+architecture names (those some model preset sets), which keep their defaults.
 """
 from __future__ import annotations
 
@@ -19,11 +20,21 @@ from .rules import CheckDecl, InputDecl, OptionDecl
 
 
 class _Printer(NumPyPrinter):
-    """NumPy printer whose Max/Min broadcast scalars against arrays."""
+    """NumPy printer whose Max/Min broadcast scalars against arrays and whose Piecewise
+    works with boolean branches."""
 
     def _print_Max(self, expr):
         return "numpy.maximum.reduce(numpy.broadcast_arrays({}))".format(
             ", ".join(self._print(a) for a in expr.args))
+
+    def _print_Piecewise(self, expr):
+        # nested numpy.where: unlike numpy.select it accepts the scalar True of the last
+        # branch and keeps boolean branches boolean
+        result = "numpy.nan"
+        for value, cond in reversed(expr.args):
+            result = (self._print(value) if cond == True
+                      else f"numpy.where({self._print(cond)}, {self._print(value)}, {result})")
+        return result
 
     def _print_Min(self, expr):
         return "numpy.minimum.reduce(numpy.broadcast_arrays({}))".format(
@@ -65,6 +76,9 @@ def run_check(lib: Library, check, lhs, rhs, where, samples: int = 2000, seed: i
     """Evaluate one resolved check on ``samples`` scenarios per model preset."""
     rng = np.random.default_rng(seed)
     total = 0
+    # names some model preset sets describe the architecture: a preset that leaves one
+    # unset means its default (a dense model has num_experts = 0), so it is not sampled
+    architecture = {n for (kind, _), p in lib.presets.items() if kind == "model" for n, _, _ in p.settings}
     for (kind, name), preset in sorted(lib.presets.items()):
         if kind != "model":
             continue
@@ -81,6 +95,10 @@ def run_check(lib: Library, check, lhs, rhs, where, samples: int = 2000, seed: i
                 value = lib.check_value(sym.name, fixed[sym.name])
                 code = decl.code(value) if isinstance(decl, OptionDecl) else float(value)
                 columns.append(np.full(samples, float(code)))
+            elif sym.name in architecture and isinstance(decl, OptionDecl):
+                columns.append(np.full(samples, float(decl.code(decl.default))))
+            elif sym.name in architecture and decl.default is not None:
+                columns.append(np.full(samples, float(lib.check_value(sym.name, decl.default))))
             elif isinstance(decl, OptionDecl):
                 codes = [decl.code(c) for c in decl.choices]
                 columns.append(rng.choice(codes, samples).astype(float))

@@ -107,7 +107,8 @@ class Scenario:
         names = tuple(arrays)
         fn = compiled(self, rule, names)
         shape = np.broadcast_shapes(*(np.shape(a) for a in arrays.values()))
-        return np.broadcast_to(np.asarray(fn(*arrays.values()), dtype=float), shape)
+        with np.errstate(all="ignore"):  # branches not taken may divide by zero
+            return np.broadcast_to(np.asarray(fn(*arrays.values()), dtype=float), shape)
 
     def evaluate(self, rule: str) -> sympy.Rational:
         """The exact value of a rule (bytes for byte rules) or of an input."""

@@ -312,6 +312,11 @@ class _Lowering:
         if isinstance(e, sympy.core.relational.Relational):
             a, b = e.args
             opt_a, opt_b = self._option(a), self._option(b)
+            if opt_a and opt_b:  # a choice may share its name with an option (attention)
+                if isinstance(b, sympy.Symbol) and b.name in opt_a.choices:
+                    opt_b = None
+                else:
+                    opt_a = None
             if opt_a or opt_b:
                 opt, other = (opt_a, b) if opt_a else (opt_b, a)
                 if not isinstance(e, (sympy.Eq, sympy.Ne)) and not opt.numeric:

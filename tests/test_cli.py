@@ -58,7 +58,7 @@ def test_capacity_flag():
      "--set:1:13: 'micro_batch' must be >= 1, not -1\n"
      "    1 | micro_batch=-1\n"
      "      |             ^^\n"
-     "hint: declared at formulas/activations.mem:7: sequences per GPU per step (b)\n"),
+     "hint: declared at formulas/activations.mem:9: sequences per GPU per step (b)\n"),
     (["estimate", "llama2-7b", "--set", "zero_stage=5"],
      "--set:1:12: '5' is not a choice of option 'zero_stage'\n"
      "    1 | zero_stage=5\n"
@@ -73,7 +73,7 @@ def test_capacity_flag():
      "--set:1:4: 'dp' must be >= 1, not 0\n"
      "    1 | dp=0\n"
      "      |    ^\n"
-     "hint: declared at formulas/parallel.mem:5: data-parallel ranks (N in the ZeRO paper)\n"),
+     "hint: declared at formulas/parallel.mem:6: data-parallel ranks (N in the ZeRO paper)\n"),
     (["estimate", "llama2-7b", "--set", "micro_batch=2.5"],
      "--set:1:13: 'micro_batch' must be a whole number, not 2.5\n"
      "    1 | micro_batch=2.5\n"

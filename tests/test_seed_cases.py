@@ -141,6 +141,7 @@ INFER = {"mode": "infer"}
 # the seeds count exactly 1 byte per state, so these queries pin the constants to 0.  This is the
 # seeds' nominal convention, not a loosened test.
 ADAM_8BIT = {"optimizer": "adamw_8bit", "optimizer_quant_overhead": 0}
+NOMINAL_INT = {"quant_scope": "all", "quant_group_bytes": 0}  # integer weights without metadata
 CARD_80GB = 80 * 10**9                                     # the seeds' "80 GB" card, decimal GB
 
 P1B, P7B, P7_5B, P70B, P671B = 10**9, 7 * 10**9, 7_500_000_000, 70 * 10**9, 671 * 10**9
@@ -194,8 +195,9 @@ QUERIES = {
 
     # --- document 001: inference ---------------------------------------------------------
     "D1-26a": nominal("weights", P70B, **INFER, weight_dtype="bf16"),
-    "D1-26b": nominal("weights", P70B, **INFER, weight_dtype="int8"),
-    "D1-26c": nominal("weights", P70B, **INFER, weight_dtype="int4"),
+    # the seed's nominal figures: every weight at 8 / 4 bits, no group scales or zero points
+    "D1-26b": nominal("weights", P70B, **INFER, **NOMINAL_INT, weight_dtype="int8"),
+    "D1-26c": nominal("weights", P70B, **INFER, **NOMINAL_INT, weight_dtype="int4"),
     # per token per layer, MHA, d = 8192 (Llama-1-65B has 64 KV heads)
     "D1-28": q("kv_cache_per_token", "llama1-65b", **INFER, num_hidden_layers=1, kv_dtype="fp16"),
     "D1-29": q("kv_cache", "llama1-65b", **INFER, micro_batch=1, seq_len=4096),
@@ -205,7 +207,8 @@ QUERIES = {
     "D1-33": plus(nominal("weights", P70B, **INFER),
                   nominal("kv_cache", P70B, **INFER, micro_batch=1, seq_len=4096)),
     "D1-34": q("kv_cache", "llama2-70b", **INFER, micro_batch=32, seq_len=32768),
-    "D1-36": q("kv_cache", "llama2-70b", **INFER, micro_batch=1, seq_len=4096, kv_dtype="int8"),
+    # fp8 KV (per-tensor scales): exactly half of bf16; an int8 cache adds per-token scales
+    "D1-36": q("kv_cache", "llama2-70b", **INFER, micro_batch=1, seq_len=4096, kv_dtype="fp8_e4m3"),
 
     # --- document 001: ZeRO -------------------------------------------------------------
     "D1-39": {"formula": Formula("model_states", "llama2-70b", {"zero_stage": 1}),
@@ -242,7 +245,7 @@ QUERIES = {
         "tp_selective": q("layer_activations", "gpt3-175b", micro_batch=1, seq_len=2048, tp=8,
                           attention="eager", recompute="selective"),
         "none": q("layer_activations", "gpt3-175b", micro_batch=1, seq_len=2048, **NAIVE),
-        "full": q("stored_layer", "gpt3-175b", micro_batch=1, seq_len=2048,
+        "full": q("layer_input", "gpt3-175b", micro_batch=1, seq_len=2048,
                   attention="eager", recompute="full"),
     },
     "LIT-05": q("logits", "llama1-7b", **B1_S2048),
@@ -287,10 +290,11 @@ QUERIES = {
                 for stage in (0, 1, 2, 3)},
     "Q000-09": {
         "subtotal": q("tensors", "llama1-7b", **B1_S2048, **FLASH, zero_stage=3, dp=8),
+        # the seed's subtotal leaves out the CUDA context and ZeRO-3's gathered layer
         "with_10pct": q("total", "llama1-7b", **B1_S2048, **FLASH, zero_stage=3, dp=8,
-                        cuda_context=0, alloc_margin=sympy.Rational(1, 10)),
+                        cuda_context=0, comm_buffers=0, alloc_margin=sympy.Rational(1, 10)),
         "with_30pct": q("total", "llama1-7b", **B1_S2048, **FLASH, zero_stage=3, dp=8,
-                        cuda_context=0, alloc_margin=sympy.Rational(3, 10)),
+                        cuda_context=0, comm_buffers=0, alloc_margin=sympy.Rational(3, 10)),
     },
     "Q000-10": {"weights_bf16": nominal("weights", P7B, **INFER),
                 "model_states": nominal("model_states", P7B),

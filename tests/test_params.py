@@ -12,7 +12,30 @@ PUBLISHED = {
     "llama2-13b": 13_015_864_320,
     "llama2-70b": 68_976_648_192,
     "gpt3-175b": 174_604_259_328,  # tied embedding + 2048 learned positions + biases (seed LIT-06)
+    "llama3.1-8b": 8_030_261_248,
+    "llama3.1-70b": 70_553_706_496,
+    "llama3.1-405b": 405_853_388_800,
+    "mistral-7b": 7_241_732_096,
+    "mixtral-8x7b": 46_702_792_704,
+    "qwen2.5-7b": 7_615_616_512,
+    "gemma-7b": 8_537_680_896,
+    "gpt2": 124_439_808,
+    "deepseek-v3": 671_026_419_200,  # technical report: 671B total (MTP module excluded)
 }
+
+ACTIVE = {  # parameters a token passes through
+    "deepseek-v3": 37_552_297_472,  # technical report: 37B activated
+    "mixtral-8x7b": 12_879_925_248,  # model card: 12.9B active (2 of 8 experts)
+}
+
+
+@pytest.mark.parametrize("model", sorted(ACTIVE))
+def test_active_parameter_count(lib, model):
+    assert Scenario.create(lib, model).evaluate("n_params_active") == ACTIVE[model]
+
+
+def test_every_model_preset_has_a_published_count(lib):
+    assert {name for kind, name in lib.presets if kind == "model"} == set(PUBLISHED)
 
 
 @pytest.mark.parametrize("model", sorted(PUBLISHED))

@@ -142,6 +142,7 @@ INFER = {"mode": "infer"}
 # seeds' nominal convention, not a loosened test.
 ADAM_8BIT = {"optimizer": "adamw_8bit", "optimizer_quant_overhead": 0}
 NOMINAL_INT = {"quant_scope": "all", "quant_group_bytes": 0}  # integer weights without metadata
+QLORA_R64 = {"finetune": "qlora", "lora_rank": 64, "lora_targets": "all_linear"}  # seed Q001-5
 CARD_80GB = 80 * 10**9                                     # the seeds' "80 GB" card, decimal GB
 
 P1B, P7B, P7_5B, P70B, P671B = 10**9, 7 * 10**9, 7_500_000_000, 70 * 10**9, 671 * 10**9
@@ -220,6 +221,16 @@ QUERIES = {
     "D1-42": nominal("model_states", P70B, zero_stage=2, dp=8),
     "D1-43": nominal("model_states", P70B, zero_stage=3, dp=8),
     "D1-44": nominal("model_states", P70B, zero_stage=3, dp=16),
+    "D1-12": q("n_params", "deepseek-v3"),
+    # ZeRO-3 moves 3P elements per step, ZeRO-2 (like plain DP) 2P
+    "D1-45": Ratio(nominal("dp_comm_elems", P70B, zero_stage=3), nominal("dp_comm_elems", P70B, zero_stage=2)),
+    # one fine-grained routed expert of DeepSeek-V3: 3 d d_expert
+    "D1-12b": q("expert_params", "deepseek-v3"),
+    "D1-35": q("kv_block_size", "llama2-70b"),
+    # LoRA on q and v of Llama-7B, rank 8 (PEFT reports 4,194,304 trainable parameters)
+    "D1-49": q("lora_params", "llama1-7b", finetune="lora", lora_rank=8, lora_targets="qv"),
+    # NF4 with double quantisation for every one of a nominal 70B's weights
+    "D1-51": nominal("weights", P70B, **INFER, weight_dtype="nf4", quant_scope="all", double_quant="true"),
     # bf16 weights of a nominal 70B split over tensor-parallel ranks of an 80 GB card
     "D1-27": Solve("tp", "weights", nominal("weights", P70B, **INFER), CARD_80GB),
     "D1-47": q("layer_activations", "gpt3-175b", micro_batch=1, seq_len=2048, tp=8, **NAIVE),
@@ -232,6 +243,9 @@ QUERIES = {
     "D1-56": nominal("model_states", P7B),
 
     # --- literature ------------------------------------------------------------------------
+    "LIT-07": {"total": q("n_params", "deepseek-v3"), "active": q("n_params_active", "deepseek-v3"),
+               # MLA caches the 512-wide latent and the 64-wide shared rotary key per layer
+               "mla_kv_bytes_per_token_bf16": q("kv_cache_per_token", "deepseek-v3", **INFER)},
     "LIT-03": Solve("dp", "model_states", nominal("model_states", P70B, zero_stage=3), CARD_80GB),
     "LIT-01": [nominal("model_states", P7_5B, zero_stage=stage, dp=64) for stage in (0, 1, 2, 3)],
     "LIT-02": [nominal("model_states", P70B, zero_stage=stage, dp=8) for stage in (0, 1, 2, 3)],
@@ -309,7 +323,9 @@ QUERIES = {
             q("master", "llama1-7b", **B1_S2048, attention="flash", recompute="full"),
             q("optimizer_states", "llama1-7b", **B1_S2048, attention="flash", recompute="full")),
     },
-    "Q000-12": {"per_gpu": nominal("model_states", P7B, zero_stage=3, dp=8)},
+    "Q000-12": {"per_gpu": nominal("model_states", P7B, zero_stage=3, dp=8),
+                "comm_ratio": Ratio(nominal("dp_comm_elems", P7B, zero_stage=3),
+                                    nominal("dp_comm_elems", P7B, zero_stage=2))},
     "Q000-13": {"train_persistent_kv": q("kv_cache", "llama1-7b", **B1_S2048, mode="train"),
                 "infer_kv": q("kv_cache", "llama1-7b", **B1_S2048, **INFER)},
     "Q000-14": {"naive_s2048": q("layer_activations", "llama1-7b", micro_batch=1, seq_len=2048, **NAIVE),
@@ -321,6 +337,12 @@ QUERIES = {
     "Q001-1a": nominal("model_states", P70B),
     "Q001-1b": {"per_gpu": nominal("model_states", P70B, zero_stage=3, dp=8),
                 "fits": Fits(nominal("model_states", P70B, zero_stage=3, dp=8), CARD_80GB)},
+    "Q001-6": {"zero2_elems": nominal("dp_comm_elems", P70B, zero_stage=2),
+               "zero3_elems": nominal("dp_comm_elems", P70B, zero_stage=3),
+               "zero2_bytes_bf16": nominal("dp_comm_bytes", P70B, zero_stage=2),
+               "zero3_bytes_bf16": nominal("dp_comm_bytes", P70B, zero_stage=3),
+               "ratio": Ratio(nominal("dp_comm_elems", P70B, zero_stage=3),
+                              nominal("dp_comm_elems", P70B, zero_stage=2))},
     "Q001-1c": Solve("dp", "model_states", nominal("model_states", P70B, zero_stage=3), CARD_80GB),
     "Q001-1d": {"per_gpu": nominal("model_states", P70B, **ADAM_8BIT, zero_stage=3, dp=8),
                 "fits": Fits(nominal("model_states", P70B, **ADAM_8BIT, zero_stage=3, dp=8), CARD_80GB),
@@ -354,8 +376,17 @@ QUERIES = {
                        q("layer_activations", "llama1-65b", micro_batch=1, seq_len=32768, **FLASH)),
     },
     # bytes a frozen (LoRA base) parameter does not need; the LoRA figures are out of scope
-    "Q001-5": {"saved_vs_full_bytes_per_param": Diff(per_param("model_states"), per_param("weights"))},
-    "Q001-7": {"bf16": nominal("weights", P671B, **INFER, weight_dtype="bf16"),
+    "Q001-5": {"base_weights": q("base_weights", "llama2-70b", **QLORA_R64),
+               "lora_params": q("lora_params", "llama2-70b", **QLORA_R64),
+               # the adapters' weights, gradients, master copy and AdamW states (16 B each)
+               "lora_states_16B": Diff(q("model_states", "llama2-70b", **QLORA_R64),
+                                       q("base_weights", "llama2-70b", **QLORA_R64)),
+               "total_before_activations": q("model_states", "llama2-70b", **QLORA_R64),
+               "fits": Fits(q("model_states", "llama2-70b", **QLORA_R64), CARD_80GB),
+               "saved_vs_full_bytes_per_param": Diff(per_param("model_states"), per_param("weights"))},
+    "Q001-7": {"exact_total_params": q("n_params", "deepseek-v3"),
+               "exact_active_params": q("n_params_active", "deepseek-v3"),
+               "bf16": nominal("weights", P671B, **INFER, weight_dtype="bf16"),
                "fp8": nominal("weights", P671B, **INFER, weight_dtype="fp8_e4m3"),
                # GPUs that the weights alone need: split over tensor-parallel ranks
                "min_gpus_80GB_bf16": Solve("tp", "weights", nominal("weights", P671B, **INFER,
@@ -369,45 +400,29 @@ QUERIES = {
 }
 
 QUALITATIVE = "qualitative: no figure"
-LATER_MOE = "MoE parameter count (issue: complete formula library)"
-LATER_LORA = "LoRA/QLoRA (issue: complete formula library)"
-LATER_COMM = "communication volume: not a memory figure (issue: complete formula library)"
 DOC_FIGURE = "the document's own (wrong) formula evaluated, not a memform figure; test_wrong_figures_are_corrected checks memform differs from it"
+
+PP_CLAIM = ("a claim without a figure; test_first_pipeline_stage_holds_every_layer checks that "
+            "with 1F1B the first stage holds L layers of activations whatever p")
 
 #: Whole cases ("ID") or keys of dict cases ("ID:key") that this file does not test, and why.
 OUT_OF_SCOPE = {
+    "D1-48": PP_CLAIM,
     "D0-09": QUALITATIVE + " (see LIT-01, which holds the ZeRO figures)",
     "D0-10": QUALITATIVE + " (grads persisting through accumulation; bytes in D1-14, Q000-04)",
     "D0-11": QUALITATIVE,
     "D1-02": "TF32 mantissa bits: number-format anatomy, not a memory figure (documented in formulas/dtypes.mem)",
     "D1-07": QUALITATIVE + " (the 12Ld^2 + 2Vd formula; D1-08..D1-11 test n_params_approx)",
-    "D1-12": LATER_MOE,
-    "D1-12b": "MoE per-expert parameter count (issue: complete formula library)",
     "D1-21": QUALITATIVE + " (formula text '5*a*s^2*b bytes'; D0-06 tests the figure)",
     "D1-23": QUALITATIVE + " ('O(s)')",
     "D1-24": QUALITATIVE,
-    "D1-35": "PagedAttention block size: a vLLM constant, no paged-KV rule yet (issue: complete formula library)",
     "D1-37": QUALITATIVE,
     "D1-38": QUALITATIVE,
-    "D1-45": LATER_COMM,
     "D1-46": QUALITATIVE,
-    "D1-48": "pipeline-schedule claim, no figure (issue: complete formula library)",
-    "D1-49": LATER_LORA + ": LoRA adapter parameter count",
-    "D1-51": LATER_LORA + ": NF4 base with double quantization",
     "D1-57": QUALITATIVE,
     "D1-58": "count of list items in the document, not a memory figure",
-    "LIT-07": "MoE and MLA parameter counts and MLA KV cache (issue: complete formula library)",
-    "Q001-6": LATER_COMM,
     "D1-39:doc_formula_P=70e9,N=8": DOC_FIGURE,
     "D1-40:doc_formula_P=70e9,N=8": DOC_FIGURE,
-    "Q000-12:comm_ratio": LATER_COMM,
-    "Q001-5:base_weights": LATER_LORA,
-    "Q001-5:lora_params": LATER_LORA,
-    "Q001-5:lora_states_16B": LATER_LORA,
-    "Q001-5:total_before_activations": LATER_LORA,
-    "Q001-5:fits": LATER_LORA,
-    "Q001-7:exact_total_params": LATER_MOE + " (DeepSeek-V3)",
-    "Q001-7:exact_active_params": LATER_MOE + " (DeepSeek-V3)",
 }
 
 #: Safety-margin ranges ("0.10-0.30"): tested against alloc_margin's declared domain.
@@ -416,7 +431,7 @@ MARGIN_CASES = ("D0-08", "D1-25")
 #: Cases where the document's own expression ("recomputed") differs from the correct value;
 #: memform must give the corrected figure.  Value: the key of a dict case, or None.
 WRONG_FIGURES = {"D1-06": None, "D1-32": None, "D1-39": "P=70e9,N=8", "D1-40": "P=70e9,N=8",
-                 "D1-42": None, "D1-55": None}
+                 "D1-42": None, "D1-51": None, "D1-55": None}
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -533,3 +548,11 @@ def test_wrong_figures_are_corrected(lib, cases, case_id):
     value = run(lib, query)
     assert value != exact(case["recomputed"])
     assert_matches(value, expected)
+
+
+@pytest.mark.parametrize("pp", [2, 4, 8])
+def test_first_pipeline_stage_holds_every_layer(lib, pp):
+    """Seed D1-48 says PP stores 1/p of the activations per GPU; with 1F1B the first stage
+    keeps p micro-batches of L/p layers: the activations of L layers (Korthikanti sec. 4.2.3)."""
+    one = Scenario.create(lib, "llama2-7b", values={"pp": 1}).evaluate("activations")
+    assert Scenario.create(lib, "llama2-7b", values={"pp": pp}).evaluate("activations") == one

@@ -38,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a rule file of your own, loaded beside the library (may 'override rule')")
 
     est = sub.add_parser("estimate", parents=[common], help="per-GPU memory breakdown of a model")
-    est.add_argument("model", metavar="MODEL", help="a model preset name (see 'memform presets')")
+    est.add_argument("model", metavar="MODEL",
+                     help="a model preset name (see 'memform presets') or a Hugging Face config.json")
     est.add_argument("--gpu", help="a GPU preset: shows whether the total fits")
     est.add_argument("--capacity", metavar="BYTES", help="GPU capacity instead of --gpu, e.g. 80GB")
     est.add_argument("--json", action="store_true", help="print JSON")
@@ -98,20 +99,27 @@ def _scenario(lib, args, model):
         raise UsageError("give --gpu or --capacity, not both")
     if capacity:
         _, values["capacity"] = parse_setting(lib, f"capacity={capacity}")
-    if model is not None:
+    config_values = {}
+    if model is not None and (model.endswith(".json") or Path(model).is_file()):
+        from .hfconfig import read_config
+        config = read_config(model, lib)
+        if config.unknown:
+            sys.stderr.write(f"memform: note: {model}: fields not understood (not used): "
+                             + ", ".join(config.unknown) + "\n")
+        config_values, model = config.values, None
+    elif model is not None:
         lib.preset("model", model)
     if gpu is not None:
         lib.preset("gpu", gpu)
-    scenario = Scenario.create(lib, model, gpu)
+    scenario = Scenario.create(lib, model, gpu, values=config_values)
+    if model is None and config_values:
+        scenario = Scenario(lib, scenario.values, getattr(args, "model", None), gpu)
     return scenario.with_values(**values) if values else scenario
 
 
 def cmd_estimate(args, out) -> int:
     from .estimate import estimate, formula, gb, gib, whole_bytes
     lib = _library(args.rules)
-    if Path(args.model).suffix == ".json":
-        raise UsageError(f"reading a Hugging Face config.json ('{args.model}') is not supported yet",
-                         hint="use a preset name; 'memform presets' lists them")
     scenario = _scenario(lib, args, args.model)
     result = estimate(scenario)
     if args.json:

@@ -24,6 +24,8 @@ def components(scenario: Scenario, rule: str = "total") -> list[str]:
     """The leaves of ``rule`` when every rule that is a plain sum of rules is split."""
     lib = scenario.library
     expr = lib.lowered[rule]
+    if rule in TOP_LEVEL and rule not in ("total", "model_states"):
+        return [rule]  # a top-level rule is a component even when it is a sum (weights)
     if isinstance(expr, sympy.Add) and all(
             isinstance(a, sympy.Symbol) and a.name in lib.rules and a == sympy.Symbol(a.name)
             for a in expr.args):

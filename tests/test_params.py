@@ -25,7 +25,9 @@ PUBLISHED = {
 
 ACTIVE = {  # parameters a token passes through
     "deepseek-v3": 37_552_297_472,  # technical report: 37B activated
-    "mixtral-8x7b": 12_879_925_248,  # model card: 12.9B active (2 of 8 experts)
+    # counted by hand: 32 x (41,943,040 attention + 2 x 176,160,768 experts + 32,768 router
+    # + 8,192 norms) + 2 x 131,072,000 embeddings + 4,096 final norm (model card: 12.9B active)
+    "mixtral-8x7b": 12_879_925_248,
 }
 
 

@@ -86,6 +86,10 @@ class DependencyCycleError(SourceError):
     """Rules that refer to each other in a cycle."""
 
 
+class ResourceLimitError(SourceError):
+    """Input too large or too deep to process in bounded time (a pathological rule file)."""
+
+
 class DomainError(EngineError, ValueError):
     """A value outside an input's declared domain, or not a choice of an option."""
 

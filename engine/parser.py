@@ -14,10 +14,13 @@ import sympy
 from lark import Lark, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 from lark.exceptions import VisitError
 
-from .errors import EngineError, FormulaSyntaxError, SourceError, Span
+from .errors import EngineError, FormulaSyntaxError, ResourceLimitError, SourceError, Span
 from .transform import ToDecls
 
 _HERE = Path(__file__).resolve().parent
+
+#: the largest rule file (or value) the parser reads
+MAX_FILE_CHARS = 1_000_000
 
 #: readable names for the grammar's named terminals in "expected ..." hints
 _TERMINAL_WORDS = {"NAME": "a name", "NUMBER": "a number", "STRING": 'a "doc string"',
@@ -92,6 +95,9 @@ def parse_text(text: str, path: str = "<string>") -> list:
     >>> [d.name for d in parse_text('input dp : count >= 1 = 1 "data-parallel ranks"')]
     ['dp']
     """
+    if len(text) > MAX_FILE_CHARS:
+        raise ResourceLimitError(f"rule file has {len(text):,} characters; the limit is {MAX_FILE_CHARS:,}",
+                                 Span(path, 1, 1, 1, text[:80].splitlines()[0] if text else ""))
     try:
         tree = grammar().parse(text, start="start")
     except UnexpectedInput as exc:
@@ -101,12 +107,26 @@ def parse_text(text: str, path: str = "<string>") -> list:
     except VisitError as exc:  # .transform() wraps the errors our callbacks raise
         if isinstance(exc.orig_exc, EngineError):
             raise exc.orig_exc from None
+        if isinstance(exc.orig_exc, RecursionError):
+            raise _too_deep(text, path) from None
         raise
+    except RecursionError:
+        raise _too_deep(text, path) from None
+
+
+def _too_deep(text: str, path: str) -> ResourceLimitError:
+    lines = text.splitlines() or [""]
+    longest = max(range(len(lines)), key=lambda i: len(lines[i]))
+    return ResourceLimitError("expression nested too deeply (or with too many terms) to process",
+                              Span(path, longest + 1, 1, 1, lines[longest][:120]),
+                              hint="split it into several rules")
 
 
 def parse_value(text: str, where: str = "--set") -> sympy.Basic:
     """Parse a value given on the command line: a number (with optional byte unit), a
     constant arithmetic expression, or a choice name (returned as a Symbol)."""
+    if len(text) > 10_000:
+        raise ResourceLimitError(f"a value of {len(text):,} characters is too long", Span(where, 1, 1, 1, text[:80]))
     try:
         tree = grammar().parse(text, start="expr")
     except UnexpectedInput as exc:
@@ -116,5 +136,9 @@ def parse_value(text: str, where: str = "--set") -> sympy.Basic:
     except VisitError as exc:
         if isinstance(exc.orig_exc, EngineError):
             raise exc.orig_exc from None
+        if isinstance(exc.orig_exc, RecursionError):
+            raise _too_deep(text, where) from None
         raise
+    except RecursionError:
+        raise _too_deep(text, where) from None
     return value

@@ -56,6 +56,8 @@ def plan(scenario: Scenario, gpus: int, max_micro_batch: int = 256, max_tp: int 
     1
     """
     lib = scenario.library
+    if not 1 <= gpus <= 2**20 or not 1 <= max_micro_batch <= 2**16:
+        raise UsageError("plan takes 1 to 1,048,576 GPUs and a micro-batch limit of 1 to 65,536")
     if sort not in SORTS:
         raise UsageError(f"unknown order '{sort}'", hint="orders: " + ", ".join(SORTS))
     if "capacity" not in scenario.values:

@@ -16,8 +16,8 @@ from typing import Iterable
 import sympy
 
 from .errors import (DependencyCycleError, EngineError, ErrorGroup, FormulaSyntaxError,
-                     RedefinitionError, SourceError, Span, UnitError, UnknownNameError,
-                     did_you_mean)
+                     RedefinitionError, ResourceLimitError, SourceError, Span, UnitError,
+                     UnknownNameError, did_you_mean)
 from .parser import data_path, parse_text
 from .rules import (BYTE, UNITS, At, CheckDecl, Decl, DtypeDecl, InputDecl, Match, OptionDecl,
                     PresetDecl, RuleDecl)
@@ -217,12 +217,21 @@ class Library:
         pinned = dict(pins)
         memo: dict[str, sympy.Expr] = {}
 
+        sizes: dict[int, int] = {}
+
         def expand(n: str) -> sympy.Expr:
             if n in pinned:
                 return sympy.sympify(pinned[n])
             if n not in memo:
                 sub = {sympy.Symbol(d): expand(d) for d in self.deps[n]}
-                memo[n] = apply_at(self.lowered[n].xreplace(sub))
+                composed = self.lowered[n].xreplace(sub)
+                if _tree_size(composed, sizes) > MAX_TERMS:
+                    raise ResourceLimitError(
+                        f"rule '{n}' expands to more than {MAX_TERMS:,} terms once the rules it uses "
+                        "are inlined", self.rules[n].span,
+                        hint="a rule that uses another rule several times, in a long chain, doubles "
+                             "its size at every step; restructure the rules")
+                memo[n] = apply_at(composed)
             return memo[n]
 
         result = expand(name)
@@ -234,6 +243,18 @@ class Library:
         sub = {sympy.Symbol(n): self.compose(n, pins) for n in self.rules
                if sympy.Symbol(n) in expr.free_symbols}
         return apply_at(expr.xreplace(sub))
+
+
+#: the largest expression (counted as a tree) a composed rule may have
+MAX_TERMS = 1_000_000
+
+
+def _tree_size(expr: sympy.Basic, sizes: dict[int, int]) -> int:
+    """Nodes of ``expr`` counted as a tree, in time linear in its (shared) DAG."""
+    key = id(expr)
+    if key not in sizes:
+        sizes[key] = 1 + sum(_tree_size(a, sizes) for a in expr.args)
+    return sizes[key]
 
 
 def apply_at(expr: sympy.Expr) -> sympy.Expr:

@@ -72,63 +72,86 @@ def _sample_input(decl: InputDecl, rng: np.random.Generator, n: int) -> np.ndarr
     return np.floor(vals)
 
 
+def _models(lib: Library) -> list[tuple[str, dict]]:
+    return [(name, {n: v for n, v, _ in preset.settings})
+            for (kind, name), preset in sorted(lib.presets.items()) if kind == "model"]
+
+
+def _column(lib, sym, fixed, architecture, rng, n) -> np.ndarray:
+    """Values of one input or option for ``n`` scenarios of one model preset."""
+    decl = lib.decls[sym.name]
+    if sym.name in fixed:
+        value = lib.check_value(sym.name, fixed[sym.name])
+        return np.full(n, float(decl.code(value) if isinstance(decl, OptionDecl) else value))
+    if sym.name in architecture and isinstance(decl, OptionDecl):
+        return np.full(n, float(decl.code(decl.default)))
+    if sym.name in architecture and decl.default is not None:
+        return np.full(n, float(lib.check_value(sym.name, decl.default)))
+    if isinstance(decl, OptionDecl):
+        return rng.choice([decl.code(c) for c in decl.choices], n).astype(float)
+    return _sample_input(decl, rng, n)
+
+
 def run_check(lib: Library, check, lhs, rhs, where, samples: int = 2000, seed: int = 0) -> CheckResult:
-    """Evaluate one resolved check on ``samples`` scenarios per model preset."""
+    """Evaluate one resolved check on ``samples`` scenarios per model preset.
+
+    Each side is composed and compiled once: rules that some preset pins (num_key_value_heads)
+    stay symbols, filled per preset with the pinned value or the rule's own value."""
     rng = np.random.default_rng(seed)
-    total = 0
+    models = _models(lib)
     # names some model preset sets describe the architecture: a preset that leaves one
     # unset means its default (a dense model has num_experts = 0), so it is not sampled
-    architecture = {n for (kind, _), p in lib.presets.items() if kind == "model" for n, _, _ in p.settings}
-    for (kind, name), preset in sorted(lib.presets.items()):
-        if kind != "model":
-            continue
-        fixed = {n: v for n, v, _ in preset.settings}
-        pins = [(n, lib.check_value(n, v)) for n, v in fixed.items() if n in lib.rules]
-        left, right = lib.compose_expr(lhs, pins), lib.compose_expr(rhs, pins)
-        cond = lib.compose_expr(where, pins) if where is not sympy.true else sympy.true
-        symbols = sorted((left.free_symbols | right.free_symbols | getattr(cond, "free_symbols", set())),
-                         key=lambda s: s.name)
-        columns = []
-        for sym in symbols:
-            decl = lib.decls[sym.name]
-            if sym.name in fixed:
-                value = lib.check_value(sym.name, fixed[sym.name])
-                code = decl.code(value) if isinstance(decl, OptionDecl) else float(value)
-                columns.append(np.full(samples, float(code)))
-            elif sym.name in architecture and isinstance(decl, OptionDecl):
-                columns.append(np.full(samples, float(decl.code(decl.default))))
-            elif sym.name in architecture and decl.default is not None:
-                columns.append(np.full(samples, float(lib.check_value(sym.name, decl.default))))
-            elif isinstance(decl, OptionDecl):
-                codes = [decl.code(c) for c in decl.choices]
-                columns.append(rng.choice(codes, samples).astype(float))
+    architecture = {n for _, fixed in models for n in fixed}
+    pinned = sorted(n for n in architecture if n in lib.rules)
+    pins = [(n, sympy.Symbol(n)) for n in pinned]
+    left, right = lib.compose_expr(lhs, pins), lib.compose_expr(rhs, pins)
+    cond = lib.compose_expr(where, pins) if where is not sympy.true else sympy.true
+    defaults = {n: lib.compose(n) for n in pinned}  # a pinned rule's value where a preset does not pin it
+    needed = left.free_symbols | right.free_symbols | getattr(cond, "free_symbols", set())
+    for n in pinned:
+        needed |= defaults[n].free_symbols
+    inputs = sorted((s for s in needed if s.name not in pinned), key=lambda s: s.name)
+    pin_syms = [sympy.Symbol(n) for n in pinned]
+    columns = {s: [] for s in inputs + pin_syms}
+    owners = []
+    for name, fixed in models:
+        cols = {s: _column(lib, s, fixed, architecture, rng, samples) for s in inputs}
+        for n, sym in zip(pinned, pin_syms):
+            if n in fixed:
+                cols[sym] = np.full(samples, float(lib.check_value(n, fixed[n])))
             else:
-                columns.append(_sample_input(decl, rng, samples))
-        with np.errstate(all="ignore"):
-            a = np.broadcast_to(np.asarray(compile_expr(left, symbols)(*columns), float), (samples,))
-            b = np.broadcast_to(np.asarray(compile_expr(right, symbols)(*columns), float), (samples,))
-            mask = (np.broadcast_to(np.asarray(compile_expr(cond, symbols)(*columns), bool), (samples,))
-                    if cond is not sympy.true else np.ones(samples, bool))
-        scale = np.maximum(np.abs(a), np.abs(b))
-        tol = 1e-9 * scale + 1e-6
-        op = check.op
-        ok = {"==": np.abs(a - b) <= tol, "!=": np.abs(a - b) > tol, "<=": a <= b + tol,
-              ">=": a + tol >= b, "<": a < b - tol, ">": a > b + tol}[op]
-        ok &= np.isfinite(a) & np.isfinite(b)
-        bad = np.nonzero(mask & ~ok)[0]
-        total += int(mask.sum())
-        if len(bad):
-            i = bad[0]
-            shown = []
-            for sym, col in zip(symbols, columns):
-                if sym.name in fixed:
-                    continue
-                decl = lib.decls[sym.name]
-                shown.append(f"{sym.name}={decl.choice_of(int(col[i]))}" if isinstance(decl, OptionDecl)
-                             else f"{sym.name}={col[i]:g}")
-            return CheckResult(check, total, f"fails for {name} with {', '.join(shown)}: "
-                                              f"{a[i]:.6g} {op} {b[i]:.6g} is false")
-    return CheckResult(check, total)
+                fn = compile_expr(defaults[n], inputs)
+                cols[sym] = np.broadcast_to(np.asarray(fn(*(cols[s] for s in inputs)), float), (samples,))
+        for sym, col in cols.items():
+            columns[sym].append(col)
+        owners += [(name, fixed)] * samples
+    symbols = inputs + pin_syms
+    args = [np.concatenate(columns[s]) for s in symbols]
+    size = len(owners)
+    with np.errstate(all="ignore"):
+        a = np.broadcast_to(np.asarray(compile_expr(left, symbols)(*args), float), (size,))
+        b = np.broadcast_to(np.asarray(compile_expr(right, symbols)(*args), float), (size,))
+        mask = (np.broadcast_to(np.asarray(compile_expr(cond, symbols)(*args), bool), (size,))
+                if cond is not sympy.true else np.ones(size, bool))
+    tol = 1e-9 * np.maximum(np.abs(a), np.abs(b)) + 1e-6
+    op = check.op
+    ok = {"==": np.abs(a - b) <= tol, "!=": np.abs(a - b) > tol, "<=": a <= b + tol,
+          ">=": a + tol >= b, "<": a < b - tol, ">": a > b + tol}[op]
+    ok &= np.isfinite(a) & np.isfinite(b)
+    bad = np.nonzero(mask & ~ok)[0]
+    if not len(bad):
+        return CheckResult(check, int(mask.sum()))
+    i = bad[0]
+    name, fixed = owners[i]
+    shown = []
+    for sym, col in zip(inputs, args):
+        if sym.name in fixed:
+            continue
+        decl = lib.decls[sym.name]
+        shown.append(f"{sym.name}={decl.choice_of(int(col[i]))}" if isinstance(decl, OptionDecl)
+                     else f"{sym.name}={col[i]:g}")
+    return CheckResult(check, int(mask.sum()), f"fails for {name} with {', '.join(shown)}: "
+                                               f"{a[i]:.6g} {op} {b[i]:.6g} is false")
 
 
 def run_checks(lib: Library, samples: int = 2000) -> list[CheckResult]:

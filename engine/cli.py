@@ -79,6 +79,21 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("--samples", type=int, default=2000, help="scenarios per model preset per check")
 
     sub.add_parser("presets", help="list the model and GPU presets")
+
+    doc = sub.add_parser("docs", help="the formula reference, generated from the rules")
+    doc.add_argument("--format", default="md", choices=["md", "latex", "html"],
+                     help="Markdown (default), a standalone LaTeX document or one HTML page with MathML")
+    doc.add_argument("--out", metavar="DIR", help="write DIR/reference.{md,tex,html} (default: print it)")
+    doc.add_argument("--check", action="store_true",
+                     help="exit 1 if the reference in --out (default: the repository's docs/) is stale")
+
+    plt = sub.add_parser("plot", parents=[common], help="memory breakdown against seq_len or micro_batch (PNG)")
+    plt.add_argument("model", metavar="MODEL")
+    plt.add_argument("--x", required=True, choices=["seq_len", "micro_batch"], help="the variable on the x axis")
+    plt.add_argument("--range", required=True, metavar="LOW:HIGH", help="its values, e.g. 512:131072")
+    plt.add_argument("--gpu", help="a GPU preset: draws its capacity and the largest value that fits")
+    plt.add_argument("--capacity", metavar="BYTES")
+    plt.add_argument("--out", metavar="FILE", help="image file (default: MODEL-X.png; .svg and .pdf work too)")
     return parser
 
 
@@ -288,8 +303,44 @@ def cmd_presets(args, out) -> int:
     return 0
 
 
+def cmd_docs(args, out) -> int:
+    from .docs import DOCS_DIR, FORMATS, check, display_path, render
+    lib = _library([])
+    if args.check:
+        path = check(lib, args.out or DOCS_DIR, args.format)  # StaleDocsError: exit 1
+        out.write(f"{display_path(path)} is up to date\n")
+        return 0
+    text = render(lib, args.format)
+    if args.out is None:
+        out.write(text)
+        return 0
+    path = Path(args.out) / FORMATS[args.format]
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write '{path}': {exc.strerror}") from None
+    out.write(f"wrote {path}\n")
+    return 0
+
+
+def cmd_plot(args, out) -> int:
+    from .plot import parse_range, plot
+    lo, hi = parse_range(args.range)
+    lib = _library(args.rules)
+    scenario = _scenario(lib, args, args.model)
+    path = Path(args.out or f"{args.model}-{args.x}.png")
+    _, data = plot(scenario, args.x, lo, hi, path)
+    out.write(f"wrote {path}\n")
+    if data.best is not None:
+        out.write(f"max {args.x} = {data.best:,}   ({args.model} on {args.gpu or 'the capacity'}, total <= capacity)\n")
+    elif data.note:
+        out.write(f"{data.note}\n")
+    return 0
+
+
 COMMANDS = {"estimate": cmd_estimate, "solve": cmd_solve, "show": cmd_show, "plan": cmd_plan,
-            "check": cmd_check, "presets": cmd_presets}
+            "check": cmd_check, "presets": cmd_presets, "docs": cmd_docs, "plot": cmd_plot}
 
 
 def main(argv: list[str] | None = None, out=None, err=None) -> int:

@@ -1,7 +1,15 @@
-"""Display names: the papers' symbols for the library's plain names (docs and --latex)."""
+"""Display names: the papers' symbols for the library's plain names (docs, --latex, notebooks).
+
+One table, :data:`DISPLAY`, maps a plain name to its LaTeX symbol; :func:`latex` and
+:func:`mathml` print sympy expressions with it.  Names without a symbol stay whole
+(``alloc_margin``, never "alloc subscript margin").
+"""
 from __future__ import annotations
 
+import re
+
 import sympy
+from sympy.printing.mathml import MathMLPresentationPrinter
 
 #: plain name -> LaTeX symbol (Korthikanti et al. 2022, Rajbhandari et al. 2020 notation)
 DISPLAY = {
@@ -16,6 +24,67 @@ def tex_name(symbol: sympy.Symbol) -> str:
     return DISPLAY.get(symbol.name) or r"\mathrm{%s}" % symbol.name.replace("_", r"\_")
 
 
-def latex(expr: sympy.Basic) -> str:
-    """LaTeX of ``expr`` with display names (``n_params`` -> ``P``)."""
-    return sympy.latex(expr, symbol_names={s: tex_name(s) for s in expr.free_symbols})
+def latex(expr: sympy.Basic, **settings) -> str:
+    """LaTeX of ``expr`` with display names (``n_params`` -> ``P``).
+
+    ``settings`` go to :func:`sympy.latex` (e.g. ``long_frac_ratio``).
+
+    Examples
+    --------
+    >>> print(latex(sympy.Symbol("n_params") / sympy.Symbol("alloc_margin")))
+    \\frac{P}{\\mathrm{alloc\\_margin}}
+    """
+    return sympy.latex(expr, symbol_names={s: tex_name(s) for s in expr.free_symbols}, **settings)
+
+
+def equation(name: str, expr: sympy.Basic) -> sympy.Eq:
+    """``name = expr`` as an unevaluated equation (its left side prints as a display name)."""
+    return sympy.Eq(sympy.Symbol(name), expr, evaluate=False)
+
+
+class _MathML(MathMLPresentationPrinter):
+    """Presentation MathML with display names and ``Piecewise`` as a brace of cases."""
+
+    def _print_Symbol(self, sym, style="plain"):
+        shown = DISPLAY.get(sym.name)
+        if shown is None:  # a plain name: one identifier, underscores kept
+            mi = self.dom.createElement("mi")
+            mi.appendChild(self.dom.createTextNode(sym.name))
+            return mi
+        # "a_{kv}" -> Symbol("a_kv"), which sympy prints as a with subscript kv
+        return super()._print_Symbol(sympy.Symbol(re.sub(r"[{}\\]", "", shown)), style)
+
+    def _print_Piecewise(self, expr):
+        table = self.dom.createElement("mtable")
+        for value, cond in expr.args:
+            row = self.dom.createElement("mtr")
+            value_cell, cond_cell = self.dom.createElement("mtd"), self.dom.createElement("mtd")
+            value_cell.appendChild(self._print(value))
+            word = self.dom.createElement("mtext")
+            word.appendChild(self.dom.createTextNode("otherwise" if cond == True else "if\u00a0"))
+            cond_cell.appendChild(word)
+            if cond != True:
+                cond_cell.appendChild(self._print(cond))
+            row.appendChild(value_cell)
+            row.appendChild(cond_cell)
+            table.appendChild(row)
+        brace = self.dom.createElement("mo")
+        brace.appendChild(self.dom.createTextNode("{"))
+        mrow = self.dom.createElement("mrow")
+        mrow.appendChild(brace)
+        mrow.appendChild(table)
+        return mrow
+
+
+def mathml(expr: sympy.Basic, display: str = "block") -> str:
+    """A complete ``<math>`` element for ``expr`` (presentation MathML, display names).
+
+    Browsers render it natively (MathML Core): no script or network is needed.
+
+    Examples
+    --------
+    >>> mathml(sympy.Symbol("n_params") / 2, display="inline")
+    '<math xmlns="http://www.w3.org/1998/Math/MathML" display="inline"><mrow><mfrac><mi>P</mi><mn>2</mn></mfrac></mrow></math>'
+    """
+    body = _MathML().doprint(expr)
+    return f'<math xmlns="http://www.w3.org/1998/Math/MathML" display="{display}">{body}</math>'

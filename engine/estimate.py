@@ -45,7 +45,7 @@ def formula(scenario: Scenario, rule: str, keep=SHOWN_INPUTS, opaque=OPAQUE_RULE
 
     def expand(name: str, top: bool = False) -> sympy.Expr:
         if name in pins:
-            return sympy.sympify(pins[name]) if name not in opaque or top else sympy.Symbol(name)
+            return pins[name] if name not in opaque or top else sympy.Symbol(name)
         if name in opaque and not top:
             return sympy.Symbol(name)
         if name not in memo:
@@ -74,6 +74,11 @@ class Estimate:
     @property
     def fits(self) -> bool | None:
         return None if self.capacity is None else bool(self.total <= self.capacity)
+
+    def _repr_html_(self) -> str:
+        """The breakdown as an HTML table with typeset formulas (Jupyter)."""
+        from .docs import estimate_html
+        return estimate_html(self)
 
     def to_json(self) -> dict:
         values = {}

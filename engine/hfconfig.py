@@ -126,7 +126,7 @@ def read_config(path: str | Path, library) -> Config:
     if not isinstance(data, dict):
         raise EngineError(f"{shown}: a config.json holds one JSON object")
     model_type = data.get("model_type")
-    if model_type not in FAMILIES:
+    if not isinstance(model_type, str) or model_type not in FAMILIES:
         raise EngineError(f"{shown}: unsupported model_type {json.dumps(model_type)}",
                           _span(text, shown, "model_type") if "model_type" in data else None,
                           hint=(did_you_mean(str(model_type), FAMILIES) or "") +

@@ -221,7 +221,7 @@ class Library:
 
         def expand(n: str) -> sympy.Expr:
             if n in pinned:
-                return sympy.sympify(pinned[n])
+                return pinned[n]  # a sympy number (or a Symbol standing for one)
             if n not in memo:
                 sub = {sympy.Symbol(d): expand(d) for d in self.deps[n]}
                 composed = self.lowered[n].xreplace(sub)

@@ -41,6 +41,11 @@ class SolveResult:
     target: str
     constraints: tuple[str, ...] = field(default_factory=tuple)
 
+    def _repr_latex_(self) -> str:
+        """The answer and its closed form as LaTeX (Jupyter)."""
+        from .docs import solve_latex
+        return solve_latex(self)
+
     def to_json(self) -> dict:
         return {"unknown": self.unknown, "value": self.value, "closed_form": self.closed_form,
                 "bytes_at_value": whole_bytes(self.bytes_at_value),

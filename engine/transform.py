@@ -10,7 +10,7 @@ from fractions import Fraction
 import sympy
 from lark import Token, Transformer, v_args
 
-from .errors import FormulaSyntaxError, Span, UnknownNameError, did_you_mean
+from .errors import FormulaSyntaxError, ResourceLimitError, Span, UnknownNameError, did_you_mean
 from .rules import (UNITS, BYTE, At, CheckDecl, DtypeDecl, InputDecl, Match, OptionDecl,
                     PresetDecl, RuleDecl)
 
@@ -28,6 +28,9 @@ BYTE_UNITS = {
     "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "PB": 10**15,
     "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "PiB": 2**50,
 }
+
+#: the most digits a constant power may have (10^10^10 would not fit in memory)
+MAX_DIGITS = 10_000
 
 RELATIONS = {"==": sympy.Eq, "!=": sympy.Ne, "<=": sympy.Le, ">=": sympy.Ge,
              "<": sympy.Lt, ">": sympy.Gt}
@@ -59,10 +62,17 @@ class ToDecls(Transformer):
 
     # ------------------------------------------------------------------ helpers
     def span(self, tok, length: int | None = None) -> Span:
-        line = getattr(tok, "line", None) or getattr(getattr(tok, "meta", None), "line", 1)
-        col = getattr(tok, "column", None) or getattr(getattr(tok, "meta", None), "column", 1)
+        """The place of a token, or of a tree node's ``meta``."""
+        line = getattr(tok, "line", None) or 1
+        col = getattr(tok, "column", None) or 1
         text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
-        return Span(self.path, line, col, length or len(str(tok)), text)
+        if length is None:
+            if isinstance(tok, Token):
+                length = len(str(tok))
+            else:  # a Meta: up to its end, or to the end of its first line
+                same = getattr(tok, "end_line", line) == line
+                length = (tok.end_column - col) if same else len(text) - col + 1
+        return Span(self.path, line, col, max(1, length), text)
 
     def _take_names(self) -> dict[str, Span]:
         names, self._names = self._names, {}
@@ -217,7 +227,12 @@ class ToDecls(Transformer):
     def neg(self, a):
         return -a
 
-    def pow(self, a, b):
+    @v_args(meta=True)
+    def pow(self, meta, children):
+        a, b = children
+        if a.is_Number and b.is_Number and abs(a) > 1 and (
+                abs(b) > 10_000 or abs(b) * sympy.log(abs(a), 10) > MAX_DIGITS):
+            raise ResourceLimitError(f"{a}^{b} has more than {MAX_DIGITS:,} digits", self.span(meta))
         return a**b
 
     def if_expr(self, cond, then, other):

@@ -101,9 +101,10 @@ def main() -> int:
     escapes: list[str] = []
     tmp = Path(tempfile.mkdtemp())
     n = args.inputs
-    plan = [("random rule text", int(n * 0.55)), ("mutated library files", int(n * 0.25)),
-            ("resolved mutations", max(1, n // 500)), ("--set values", int(n * 0.15)),
-            ("config.json documents", max(1, n // 50)), ("command lines", max(1, n // 500))]
+    plan = [("mutated library files", int(n * 0.25)), ("resolved mutations", max(1, n // 500)),
+            ("--set values", int(n * 0.15)), ("config.json documents", max(1, n // 50)),
+            ("command lines", max(1, n // 500))]
+    plan.insert(0, ("random rule text", max(0, n - sum(c for _, c in plan))))  # the rest: n in all
     start = time.monotonic()
     for kind, count in plan:
         for i in range(count):

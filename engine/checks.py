@@ -24,8 +24,25 @@ class _Printer(NumPyPrinter):
     works with boolean branches."""
 
     def _print_Max(self, expr):
-        return "numpy.maximum.reduce(numpy.broadcast_arrays({}))".format(
-            ", ".join(self._print(a) for a in expr.args))
+        return self._fold("numpy.maximum", expr.args)
+
+    def _fold(self, fn: str, args) -> str:
+        # pairwise calls broadcast scalars against arrays without building a stacked copy
+        out = self._print(args[0])
+        for a in args[1:]:
+            out = f"{fn}({out}, {self._print(a)})"
+        return out
+
+    def _print_And(self, expr):
+        return self._fold("numpy.logical_and", expr.args)
+
+    def _print_Or(self, expr):
+        return self._fold("numpy.logical_or", expr.args)
+
+    def _print_Pow(self, expr, rational=False):
+        if expr.exp == -1:
+            return f"(1/({self._print(expr.base)}))"
+        return super()._print_Pow(expr, rational=rational)
 
     def _print_Piecewise(self, expr):
         # nested numpy.where: unlike numpy.select it accepts the scalar True of the last
@@ -37,8 +54,7 @@ class _Printer(NumPyPrinter):
         return result
 
     def _print_Min(self, expr):
-        return "numpy.minimum.reduce(numpy.broadcast_arrays({}))".format(
-            ", ".join(self._print(a) for a in expr.args))
+        return self._fold("numpy.minimum", expr.args)
 
 
 def compile_expr(expr: sympy.Basic, symbols: list[sympy.Symbol]):

@@ -89,9 +89,14 @@ class Scenario:
 
     # ------------------------------------------------------------------ evaluation
     def expr(self, rule: str, keep=()) -> sympy.Expr:
-        """The rule under this scenario; names in ``keep`` stay symbolic."""
-        composed = self.library.compose(rule, self.pins())
-        return composed.xreplace(self.bindings(exclude=keep))
+        """The rule under this scenario; names in ``keep`` stay symbolic (cached)."""
+        key = ("expr", rule, tuple(keep),
+               frozenset((n, v) for n, v in self.values.items() if n not in keep))
+        cache = self.library._compose_cache
+        if key not in cache:
+            composed = self.library.compose(rule, self.pins())
+            cache[key] = composed.xreplace(self.bindings(exclude=keep))
+        return cache[key]
 
     def sweep(self, rule: str, **arrays):
         """Evaluate ``rule`` over numpy arrays of inputs (and option codes) in one call.
@@ -106,9 +111,17 @@ class Scenario:
         import numpy as np
         names = tuple(arrays)
         fn = compiled(self, rule, names)
-        shape = np.broadcast_shapes(*(np.shape(a) for a in arrays.values()))
+        values = [np.asarray(a, dtype=float) for a in arrays.values()]
+        shape = np.broadcast_shapes(*(v.shape for v in values))
+        out = np.empty(shape)
+        flat = [np.broadcast_to(v, shape).reshape(-1) for v in values]
+        target = out.reshape(-1)
         with np.errstate(all="ignore"):  # branches not taken may divide by zero
-            return np.broadcast_to(np.asarray(fn(*arrays.values()), dtype=float), shape)
+            # in cache-sized chunks: the temporaries stay in cache instead of streaming memory
+            for start in range(0, target.size, _CHUNK):
+                stop = start + _CHUNK
+                target[start:stop] = fn(*(v[start:stop] for v in flat))
+        return out
 
     def evaluate(self, rule: str) -> sympy.Rational:
         """The exact value of a rule (bytes for byte rules) or of an input."""
@@ -128,6 +141,9 @@ class Scenario:
             raise MissingInputError(f"'{rule}' is undefined for this combination of options",
                                     hint=", ".join(bad))
         return value
+
+
+_CHUNK = 1 << 11  # elements per chunk of a sweep (cache-sized temporaries)
 
 
 def compiled(scenario: "Scenario", rule: str, over: tuple[str, ...]):

@@ -109,9 +109,7 @@ def solve(scenario: Scenario, direction: str, unknown: str, target: str = "total
     i_lo = 0 if step == "pow2" else 1
     while cand(i_lo) < lo:
         i_lo += 1
-    i_hi = i_lo
-    while cand(i_hi + 1) <= upper:
-        i_hi += 1
+    i_hi = max(i_lo, upper // k if step == "1" else (upper // k).bit_length() - 1)
     divides = [r for r in DIVIDES.get(unknown, ()) if divisibility]
     divisors = {r: scenario.evaluate(r) for r in divides}
     constraints = []
@@ -164,9 +162,20 @@ def solve(scenario: Scenario, direction: str, unknown: str, target: str = "total
                        capacity, target, tuple(constraints))
 
 
+_MONOTONE: dict = {}  # (f, lo, hi, increasing) -> True: an expression checked once is not checked again
+
+
 def _check_monotone(f, sym, lo: int, hi: int, increasing: bool, unknown: str) -> None:
     """Refuse to search an expression that is not monotone in the unknown (float check on a
-    log-spaced grid of whole values, then exact at the grid's ends)."""
+    log-spaced grid of whole values)."""
+    key = (f, lo, hi, increasing)
+    if key in _MONOTONE:
+        return
+    _check_monotone_uncached(f, sym, lo, hi, increasing, unknown)
+    _MONOTONE[key] = True
+
+
+def _check_monotone_uncached(f, sym, lo, hi, increasing, unknown) -> None:
     from .checks import compile_expr
     xs = np.unique(np.concatenate([np.arange(lo, min(hi, lo + 64) + 1),
                                    np.floor(np.geomspace(max(lo, 1), max(hi, 1), 400))]))
@@ -192,24 +201,45 @@ def _active_branch(expr, sym, x0: int):
     return expr.replace(lambda e: isinstance(e, sympy.Piecewise), pick)
 
 
+_ROOTS: dict = {}  # smooth expression -> its roots as functions of the capacity C
+_BOUNDS: dict = {}  # (target, unknown, direction, scenario without the unknown, branch) -> text
+_VALUES: dict = {}  # (smooth, capacity, direction, ...) -> the closed form's whole value
+_C = sympy.Symbol("C", positive=True)
+_X = sympy.Symbol("x", positive=True)  # the unknown, as a real symbol sympy.solve can work with
+
+
+def _roots(smooth, x):
+    """Roots of ``smooth(x) = C`` with the capacity C symbolic: derived once per expression."""
+    if smooth not in _ROOTS:
+        try:
+            _ROOTS[smooth] = sympy.solve(sympy.Eq(smooth, _C), x)
+        except (NotImplementedError, TypeError, ValueError):
+            _ROOTS[smooth] = []
+    return _ROOTS[smooth]
+
+
 def _closed_form(scenario, f, sym, unknown, target, capacity, direction, value, k, step):
     """A closed-form bound on the unknown (text) and the whole value it gives (or None)."""
-    x = sympy.Dummy(unknown, positive=True)
+    x = _X
     smooth = _active_branch(f, sym, value).xreplace({sym: x})
     if smooth.has(sympy.ceiling, sympy.floor, sympy.Max, sympy.Min, sympy.Piecewise):
         return f"none: {target} has ceil/floor/max in {unknown}; exact search over whole values", None
-    try:
-        roots = [r for r in sympy.solve(sympy.Eq(smooth, capacity), x) if r.is_real and r > 0]
-    except (NotImplementedError, TypeError, ValueError):
-        roots = []
-    closed = None
-    if step == "1" and roots:
-        # the root on the active piece: the one nearest the answer
-        r = min(roots, key=lambda r: abs(r - value))
-        closed = int(sympy.floor(r / k) * k if direction == "max" else sympy.ceiling(r / k) * k)
+    vkey = (smooth, capacity, direction, k, step, value)
+    if vkey not in _VALUES:
+        roots = [r for r in (r.xreplace({_C: capacity}) for r in _roots(smooth, x)) if r.is_real and r > 0]
+        closed = None
+        if step == "1" and roots:
+            # the root on the active piece: the one nearest the answer
+            r = min(roots, key=lambda r: abs(r - value))
+            closed = int(sympy.floor(r / k) * k if direction == "max" else sympy.ceiling(r / k) * k)
+        _VALUES[vkey] = closed
+    closed = _VALUES[vkey]
     # the same bound with the capacity, the parameter count and the workload as symbols
-    shown = _symbolic_bound(scenario, unknown, target, value, direction)
-    return shown, closed
+    key = (target, unknown, direction, smooth,
+           frozenset((n, v) for n, v in scenario.values.items() if n not in (unknown, "capacity")))
+    if key not in _BOUNDS:
+        _BOUNDS[key] = _symbolic_bound(scenario, unknown, target, value, direction)
+    return _BOUNDS[key], closed
 
 
 def _symbolic_bound(scenario, unknown, target, value, direction) -> str:

@@ -105,12 +105,6 @@ class UsageError(EngineError):
     """A command-line request that cannot be carried out as written."""
 
 
-class CheckFailedError(EngineError):
-    """A ``check`` invariant does not hold."""
-
-    exit_code = 1
-
-
 class InfeasibleError(EngineError):
     """No value of the unknown fits the capacity."""
 

@@ -98,12 +98,16 @@ def parse_text(text: str, path: str = "<string>") -> list:
     if len(text) > MAX_FILE_CHARS:
         raise ResourceLimitError(f"rule file has {len(text):,} characters; the limit is {MAX_FILE_CHARS:,}",
                                  Span(path, 1, 1, 1, text[:80].splitlines()[0] if text else ""))
+    return _parse(text, path, "start")
+
+
+def _parse(text: str, path: str, start: str):
+    """Parse from ``start`` and transform; only memform's own errors escape."""
     try:
-        tree = grammar().parse(text, start="start")
+        tree = grammar().parse(text, start=start)
+        return ToDecls(path, text).transform(tree)
     except UnexpectedInput as exc:
         raise _syntax_error(exc, text, path) from None
-    try:
-        return ToDecls(path, text).transform(tree)
     except VisitError as exc:  # .transform() wraps the errors our callbacks raise
         if isinstance(exc.orig_exc, EngineError):
             raise exc.orig_exc from None
@@ -127,18 +131,4 @@ def parse_value(text: str, where: str = "--set") -> sympy.Basic:
     constant arithmetic expression, or a choice name (returned as a Symbol)."""
     if len(text) > 10_000:
         raise ResourceLimitError(f"a value of {len(text):,} characters is too long", Span(where, 1, 1, 1, text[:80]))
-    try:
-        tree = grammar().parse(text, start="expr")
-    except UnexpectedInput as exc:
-        raise _syntax_error(exc, text, where) from None
-    try:
-        value = ToDecls(where, text).transform(tree)
-    except VisitError as exc:
-        if isinstance(exc.orig_exc, EngineError):
-            raise exc.orig_exc from None
-        if isinstance(exc.orig_exc, RecursionError):
-            raise _too_deep(text, where) from None
-        raise
-    except RecursionError:
-        raise _too_deep(text, where) from None
-    return value
+    return _parse(text, where, "expr")

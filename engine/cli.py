@@ -94,6 +94,13 @@ def build_parser() -> argparse.ArgumentParser:
     plt.add_argument("--gpu", help="a GPU preset: draws its capacity and the largest value that fits")
     plt.add_argument("--capacity", metavar="BYTES")
     plt.add_argument("--out", metavar="FILE", help="image file (default: MODEL-X.png; .svg and .pdf work too)")
+    msr = sub.add_parser("measure", help="measure a real PyTorch model (needs torch) beside memform's prediction")
+    msr.add_argument("model", metavar="MODEL_OR_CONFIG", help="a model preset or a Hugging Face config.json")
+    msr.add_argument("--set", dest="sets", action="extend", nargs="+", default=[], metavar="NAME=VALUE",
+                     help="inputs and options: micro_batch, seq_len, precision (fp32, bf16), attention "
+                          "(eager, flash = sdpa), recompute (none, full = gradient checkpointing), optimizer")
+    msr.add_argument("--rules", action="append", default=[], metavar="FILE")
+    msr.add_argument("--json", action="store_true", help="print JSON")
     return parser
 
 
@@ -161,6 +168,10 @@ def cmd_estimate(args, out) -> int:
                   _show(formula(scenario, "total", opaque=("n_params",))))
     console.print(table)
     console.print(f"n_params = {int(scenario.evaluate('n_params')):,}")
+    if "convention_total" in result.rules:
+        other = result.rules["convention_total"]
+        console.print(f"{v['convention']} reports {gb(other)} GB ({gib(other)} GiB) per GPU "
+                      f"(rule convention_total; memform: {gb(total)} GB)")
     if result.capacity is not None:
         cap = result.capacity
         where = f"{args.gpu} ({gib(cap)} GiB)" if args.gpu else f"{gb(cap)} GB"
@@ -339,8 +350,19 @@ def cmd_plot(args, out) -> int:
     return 0
 
 
+def cmd_measure(args, out) -> int:
+    from .measure import format_table, measure
+    lib = _library(args.rules)
+    scenario = _scenario(lib, args, args.model)
+    config = args.model if (args.model.endswith(".json") or Path(args.model).is_file()) else None
+    m = measure(scenario, config)
+    out.write(json.dumps(m.to_json(), indent=2) + "\n" if args.json else format_table(m))
+    return 0
+
+
 COMMANDS = {"estimate": cmd_estimate, "solve": cmd_solve, "show": cmd_show, "plan": cmd_plan,
-            "check": cmd_check, "presets": cmd_presets, "docs": cmd_docs, "plot": cmd_plot}
+            "check": cmd_check, "presets": cmd_presets, "docs": cmd_docs, "plot": cmd_plot,
+            "measure": cmd_measure}
 
 
 def main(argv: list[str] | None = None, out=None, err=None) -> int:

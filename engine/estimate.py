@@ -119,6 +119,8 @@ def estimate(scenario: Scenario) -> Estimate:
     """
     lib = scenario.library
     rules = {name: scenario.evaluate(name) for name in TOP_LEVEL if name in lib.rules}
+    if scenario.values.get("convention", "memform") != "memform":  # what the named tool reports
+        rules["convention_total"] = scenario.evaluate("convention_total")
     parts = {name: rules[name] if name in rules else scenario.evaluate(name)
              for name in components(scenario)}
     capacity = scenario.values.get("capacity")

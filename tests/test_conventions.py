@@ -471,3 +471,15 @@ def test_convention_model_states_picks_each_tools_model_states(lib):
         P, num_gpus_per_node=8, cpu_offload=False)[1]
     assert s.with_values(convention="transformer_math_101").evaluate("convention_model_states") == exact(
         2 * P + Fraction(12 * P + 2 * P, 8))
+
+
+def test_estimate_reports_the_convention_beside_memform():
+    import io
+    import json
+    from engine.cli import main
+    out = io.StringIO()
+    code = main(["estimate", "llama2-7b", "--json", "--set", "convention=zero_paper"], out, io.StringIO())
+    data = json.loads(out.getvalue())
+    assert code == 0
+    # the ZeRO paper's 16 bytes per parameter (Rajbhandari et al. 2020)
+    assert data["rules"]["convention_total"] == 16 * 6_738_415_616

@@ -13,7 +13,7 @@ import sympy
 from .errors import MissingInputError, Span, UsageError
 from .parser import parse_value
 from .registry import Library
-from .rules import InputDecl, OptionDecl, RuleDecl
+from .rules import At, InputDecl, OptionDecl, RuleDecl
 
 
 def parse_setting(lib: Library, text: str) -> tuple[str, object]:
@@ -123,6 +123,33 @@ class Scenario:
                 target[start:stop] = fn(*(v[start:stop] for v in flat))
         return out
 
+    def _value(self, name: str, memo: dict, bindings: dict, pins: dict) -> sympy.Expr:
+        """The value of one rule, rule by rule: each resolved rule gets the scenario's
+        numbers and its dependencies' values (no whole-library composition)."""
+        if name in pins:
+            return pins[name]
+        if name not in memo:
+            lib = self.library
+            expr = lib.lowered[name]
+            if expr.has(At):
+                expr = expr.replace(lambda e: isinstance(e, At),
+                                    lambda e: self._at(e, memo, bindings, pins))
+            sub = dict(bindings)
+            sub.update({sympy.Symbol(d): self._value(d, memo, bindings, pins) for d in lib.deps[name]})
+            memo[name] = expr.xreplace(sub)
+        return memo[name]
+
+    def _at(self, node, memo, bindings, pins) -> sympy.Expr:
+        """``target[k = v, ...]``: the target's value in this scenario with the keys rebound."""
+        lib = self.library
+        target, flat = node.args[0], node.args[1:]
+        deps = {s for v in flat[1::2] for s in v.free_symbols if s.name in lib.rules and s == sympy.Symbol(s.name)}
+        sub = dict(bindings)
+        sub.update({d: self._value(d.name, memo, bindings, pins) for d in deps})
+        rebound = dict(bindings)
+        rebound.update({k: v.xreplace(sub) for k, v in zip(flat[::2], flat[1::2])})
+        return self._value(target.name, {}, rebound, pins)
+
     def evaluate(self, rule: str) -> sympy.Rational:
         """The exact value of a rule (bytes for byte rules) or of an input."""
         if rule in self.library.inputs:
@@ -131,7 +158,7 @@ class Scenario:
             return self.values[rule]
         if rule not in self.library.rules:
             self.library.check_value(rule, None)  # unknown-name error with hint
-        value = self.expr(rule)
+        value = self._value(rule, {}, self.bindings(), dict(self.pins()))
         if value.free_symbols:
             missing = sorted(s.name for s in value.free_symbols)
             raise MissingInputError(f"'{rule}' needs values for: {', '.join(missing)}",

@@ -43,6 +43,7 @@ class Library:
         self.files: list[str] = []
         self._compose_cache: dict = {}
         self.resolved = False
+        self._cache_path = None  # where engine.cache stores this library, if it does
 
     # ------------------------------------------------------------------ loading
     def add_text(self, text: str, path: str = "<string>", user: bool = False) -> None:
@@ -500,8 +501,17 @@ def load(extra: Iterable[str | Path] = (), folder: str | Path | None = None) -> 
     >>> "total" in lib.rules
     True
     """
+    extra = list(extra)
+    if folder is None and not extra:  # the shipped library: cached between processes
+        from .cache import load_cached
+        from .parser import grammar_path
+        return load_cached(lambda: _build(data_path("formulas"), []), data_path("formulas"), grammar_path())
+    return _build(folder or data_path("formulas"), extra)
+
+
+def _build(folder, extra) -> Library:
     lib = Library()
-    lib.load_dir(folder or data_path("formulas"))
+    lib.load_dir(folder)
     for path in extra:
         lib.add_file(path, user=True)
     return lib.resolve()

@@ -123,3 +123,14 @@ def test_check_catches_the_seed_zero1_formula(tmp_path):
 def test_python_m_engine_runs():
     proc = subprocess.run([sys.executable, "-m", "engine", "presets"], capture_output=True, text=True)
     assert proc.returncode == 0 and "llama2-70b" in proc.stdout and "h100-80g" in proc.stdout
+
+
+def test_offload_reports_host_memory():
+    # ZeRO-Offload (Ren et al. 2021, sec. 4.1): fp32 master, fp32 gradients and Adam's m, v
+    # live in CPU memory (16 bytes per parameter), sharded over the dp ranks with ZeRO
+    code, out, _ = run("estimate", "llama2-70b", "--json", "--set", "zero_stage=2", "--set", "dp=8",
+                       "--set", "offload=optimizer", "--set", "optimizer_step_bytes=0")
+    data = json.loads(out)
+    assert code == 0
+    assert data["rules"]["host_memory"] == 16 * 68_976_648_192 // 8
+    assert data["rules"]["master"] == data["rules"]["optimizer_states"] == 0

@@ -101,6 +101,12 @@ def build_parser() -> argparse.ArgumentParser:
                           "(eager, flash = sdpa), recompute (none, full = gradient checkpointing), optimizer")
     msr.add_argument("--rules", action="append", default=[], metavar="FILE")
     msr.add_argument("--json", action="store_true", help="print JSON")
+    cal = sub.add_parser("calibrate", help="fit the per-layer activation coefficients to measurements (needs torch)")
+    cal.add_argument("model", metavar="MODEL_OR_CONFIG", help="a model preset or a Hugging Face config.json")
+    cal.add_argument("--set", dest="sets", action="extend", nargs="+", default=[], metavar="NAME=VALUE",
+                     help="precision (fp32, bf16), attention (eager, flash = sdpa) and the architecture")
+    cal.add_argument("--rules", action="append", default=[], metavar="FILE")
+    cal.add_argument("--out", metavar="FILE", help="write the rule file here (default: print it)")
     return parser
 
 
@@ -168,6 +174,10 @@ def cmd_estimate(args, out) -> int:
                   _show(formula(scenario, "total", opaque=("n_params",))))
     console.print(table)
     console.print(f"n_params = {int(scenario.evaluate('n_params')):,}")
+    if "host_memory" in result.rules:
+        host = result.rules["host_memory"]
+        console.print(f"offloaded to CPU memory: {gb(host)} GB ({gib(host)} GiB) for this GPU's rank "
+                      "(rule host_memory; not in the GPU total)")
     if "convention_total" in result.rules:
         other = result.rules["convention_total"]
         console.print(f"{v['convention']} reports {gb(other)} GB ({gib(other)} GiB) per GPU "
@@ -360,9 +370,26 @@ def cmd_measure(args, out) -> int:
     return 0
 
 
+def cmd_calibrate(args, out) -> int:
+    from .measure import calibrate
+    lib = _library(args.rules)
+    scenario = _scenario(lib, args, args.model)
+    config = args.model if (args.model.endswith(".json") or Path(args.model).is_file()) else None
+    text = calibrate(scenario, config).rule_file()
+    if args.out is None:
+        out.write(text)
+        return 0
+    try:
+        Path(args.out).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write '{args.out}': {exc.strerror}") from None
+    out.write(f"wrote {args.out}\n")
+    return 0
+
+
 COMMANDS = {"estimate": cmd_estimate, "solve": cmd_solve, "show": cmd_show, "plan": cmd_plan,
             "check": cmd_check, "presets": cmd_presets, "docs": cmd_docs, "plot": cmd_plot,
-            "measure": cmd_measure}
+            "measure": cmd_measure, "calibrate": cmd_calibrate}
 
 
 def main(argv: list[str] | None = None, out=None, err=None) -> int:

@@ -804,7 +804,7 @@ def solve_latex(result) -> str:
     --------
     >>> import engine
     >>> s = Scenario.create(engine.load(), "llama2-70b", values={"n_params": 70 * 10**9,
-    ...     "zero_stage": 3, "capacity": 80 * 10**9})
+    ...     "zero_stage": 3, "capacity": 80 * 10**9, "optimizer_step_bytes": 0})
     >>> print(engine.solve(s, "min", "dp", target="model_states")._repr_latex_().splitlines()[1])
     \\min N = 14 \\\\
     """

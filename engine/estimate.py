@@ -113,7 +113,7 @@ def estimate(scenario: Scenario) -> Estimate:
     Examples
     --------
     >>> from engine import load, Scenario
-    >>> est = estimate(Scenario.create(load(), "llama2-7b", values={"alloc_margin": 0, "cuda_context": 0}))
+    >>> est = estimate(Scenario.create(load(), "llama2-7b", values={"optimizer_step_bytes": 0}))
     >>> est.rules["model_states"] == 16 * 6738415616
     True
     """

@@ -136,7 +136,9 @@ class Scenario:
                                     lambda e: self._at(e, memo, bindings, pins))
             sub = dict(bindings)
             sub.update({sympy.Symbol(d): self._value(d, memo, bindings, pins) for d in lib.deps[name]})
-            memo[name] = expr.xreplace(sub)
+            value = expr.xreplace(sub)
+            _check_size(value, name, lib)
+            memo[name] = value
         return memo[name]
 
     def _at(self, node, memo, bindings, pins) -> sympy.Expr:
@@ -168,6 +170,24 @@ class Scenario:
             raise MissingInputError(f"'{rule}' is undefined for this combination of options",
                                     hint=", ".join(bad))
         return value
+
+
+#: the most bits a rule's exact value may have (a byte count needs about 60)
+MAX_BITS = 100_000
+
+
+def _check_size(value: sympy.Expr, name: str, lib) -> None:
+    """Refuse values that explode: huge exact numbers, or (with inputs missing) huge
+    expressions, as a chain of rules that each use the previous one twice makes."""
+    from .errors import ResourceLimitError
+    from .registry import MAX_TERMS, _tree_size
+    if value.is_Rational:
+        if max(int(value.p).bit_length(), int(value.q).bit_length()) > MAX_BITS:
+            raise ResourceLimitError(f"rule '{name}' has a value of more than {MAX_BITS:,} bits",
+                                     lib.rules[name].span, hint="the rules multiply without bound")
+    elif _tree_size(value, {}) > MAX_TERMS:
+        raise ResourceLimitError(f"rule '{name}' expands to more than {MAX_TERMS:,} terms",
+                                 lib.rules[name].span, hint="restructure the rules")
 
 
 _CHUNK = 1 << 11  # elements per chunk of a sweep (cache-sized temporaries)

@@ -73,6 +73,7 @@ def solve(scenario: Scenario, direction: str, unknown: str, target: str = "total
     --------
     >>> import engine
     >>> s = Scenario.create(engine.load(), "llama2-70b", values={"n_params": 70 * 10**9,
+    ...     "optimizer_step_bytes": 0,
     ...     "zero_stage": 3, "capacity": 80 * 10**9})
     >>> solve(s, "min", "dp", target="model_states").value
     14

@@ -18,8 +18,8 @@ def run(*argv):
 
 
 def test_estimate_json_shape_and_model_states():
-    code, out, err = run("estimate", "llama2-7b", "--gpu", "h100-80g", "--json",
-                         "--set", "alloc_margin=0", "--set", "cuda_context=0")
+    code, out, err = run("estimate", "llama2-7b", "--gpu", "h100-80g", "--json", "--set", "alloc_margin=0",
+                         "--set", "cuda_context=0", "--set", "optimizer_step_bytes=0")
     assert (code, err) == (0, "")
     data = json.loads(out)
     assert set(data) >= {"total_bytes", "components", "rules", "inputs", "fits"}
@@ -36,7 +36,7 @@ def test_estimate_json_shape_and_model_states():
 
 def test_estimate_zero3_over_eight_ranks():
     code, out, _ = run("estimate", "llama2-70b", "--json", "--set", "n_params=70e9",
-                       "--set", "zero_stage=3", "--set", "dp=8")
+                       "--set", "zero_stage=3", "--set", "dp=8", "--set", "optimizer_step_bytes=0")
     assert code == 0
     assert json.loads(out)["rules"]["model_states"] == 16 * 70 * 10**9 // 8  # ZeRO: 16 P / N
 

@@ -390,7 +390,7 @@ def test_estimate_html_table(lib):
 
 def test_solve_result_latex(lib):
     s = Scenario.create(lib, "llama2-70b", values={"n_params": 70 * 10**9, "zero_stage": 3,
-                                                   "capacity": 80 * 10**9})
+                                                   "capacity": 80 * 10**9, "optimizer_step_bytes": 0})
     tex = engine.solve(s, "min", "dp", target="model_states")._repr_latex_()
     assert tex.startswith("$$\\begin{array}{l}") and tex.endswith("\\end{array}$$")
     assert "\\min N = 14" in tex                         # LIT-03: 1120 GB / 80 GB -> 14

@@ -86,6 +86,11 @@ class Solve:
     capacity: int
 
 
+#: The seeds (and the ZeRO paper's K = 12) count optimizer state per parameter only; PyTorch's
+#: AdamW also keeps a 4-byte step per parameter tensor, which memform counts by default.
+SEED_ACCOUNTING = {"optimizer_step_bytes": 0}
+
+
 def q(rule, model, **values):
     return Rule(rule, model, values)
 
@@ -107,7 +112,7 @@ def plus(*parts):
 def run(lib, query):
     """memform's exact answer to a query."""
     if isinstance(query, Rule):
-        return Scenario.create(lib, query.model, values=query.values).evaluate(query.rule)
+        return Scenario.create(lib, query.model, values={**SEED_ACCOUNTING, **query.values}).evaluate(query.rule)
     if isinstance(query, Dtype):
         return lib.dtypes[query.name].size
     if isinstance(query, Sum):
@@ -120,11 +125,11 @@ def run(lib, query):
         return bool(run(lib, query.query) <= query.capacity)
     if isinstance(query, Solve):
         scenario = Scenario.create(lib, query.query.model,
-                                   values={**query.query.values, "capacity": query.capacity})
+                                   values={**SEED_ACCOUNTING, **query.query.values, "capacity": query.capacity})
         return sympy.Integer(solve(scenario, "min", query.unknown, target=query.target,
                                    divisibility=False).value)
     if isinstance(query, Formula):
-        scenario = Scenario.create(lib, query.model, values=query.values)
+        scenario = Scenario.create(lib, query.model, values={**SEED_ACCOUNTING, **query.values})
         expr = formula(scenario, query.rule, keep=("dp",), opaque=("n_params",))
         seed_names = {"n_params": "P", "dp": "N"}
         return expr.xreplace({s: sympy.Symbol(seed_names[s.name]) for s in expr.free_symbols})

@@ -1,0 +1,345 @@
+"""Measure the memory of a real PyTorch / transformers model and set it beside memform's.
+
+``measure(scenario)`` builds the Hugging Face model a scenario describes (GPT-2, Llama,
+Mixtral or Qwen2-MoE) with random weights on the CPU, runs one training step (forward,
+backward, optimizer step) and one inference forward with a KV cache, and records:
+
+- parameter count and bytes, gradient bytes, optimizer-state bytes after one step;
+- bytes saved for backward (``torch.autograd.graph.saved_tensors_hooks``, de-duplicated by
+  storage, parameters left out), the logits tensor, the KV cache (``past_key_values``).
+
+Nothing here restates a memory formula: the prediction of every component is
+``Scenario.evaluate`` of a library rule under the matching options.  torch and transformers
+are optional (``pip install 'memform[torch]'``); without them ``measure`` is a clear error.
+"""
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import UsageError
+
+#: memform option -> what this module does with it (the rest must keep these values)
+PRECISIONS = {"fp32": "float32", "bf16": "bfloat16"}
+OPTIMIZERS = ("adamw", "sgd_momentum", "sgd", "none")
+FAMILIES = ("gpt2", "llama", "mixtral", "qwen2_moe")
+
+#: component -> (library rule, mode) it is compared with
+COMPONENTS = {
+    "n_params": ("n_params", "train"),
+    "weights": ("weights", "train"),
+    "grads": ("grads", "train"),
+    "optimizer_states": ("optimizer_states", "train"),
+    "saved_for_backward": (("activations", "logits"), "train"),
+    "logits_tensor": ("logits_tensor", "train"),
+    "kv_cache": ("kv_cache", "infer"),
+}
+
+
+@dataclass
+class Measurement:
+    """Measured bytes (and parameter count) per component, and memform's prediction."""
+
+    family: str
+    settings: dict
+    measured: dict = field(default_factory=dict)
+    predicted: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)
+
+    def error(self, name: str) -> float | None:
+        m, p = self.measured[name], self.predicted[name]
+        if m == 0:
+            return None if p == 0 else float("inf")
+        return (p - m) / m
+
+    def to_json(self) -> dict:
+        return {"family": self.family, "settings": self.settings,
+                "components": {n: {"measured": self.measured[n], "predicted": self.predicted[n],
+                                   "relative_error": self.error(n)} for n in self.measured},
+                "notes": self.notes}
+
+
+def _require_torch():
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as exc:
+        raise UsageError(f"measuring needs torch and transformers ({exc.name} is not installed)",
+                         hint="pip install 'memform[torch]'") from None
+
+
+def family_of(scenario, config_path: str | None = None) -> str:
+    """The transformers family a scenario's architecture is built as."""
+    if config_path is not None:
+        data = json.loads(Path(config_path).read_text(encoding="utf-8"))
+        model_type = data.get("model_type")
+        if model_type in ("llama", "mistral", "qwen2", "gemma"):
+            model_type = "llama" if model_type in ("llama", "mistral") else model_type
+        if model_type not in FAMILIES:
+            raise UsageError(f"measure builds {', '.join(FAMILIES)} models, not model_type "
+                             f"{json.dumps(model_type)}")
+        return model_type
+    opt = scenario.option
+    if opt("attention_type") != "gqa":
+        raise UsageError("measure builds GQA models only (not MLA)")
+    if opt("position_embedding") == "learned":
+        return "gpt2"
+    if int(scenario.evaluate("num_experts")) > 0:
+        return "qwen2_moe" if (opt("shared_expert_gate") == "true"
+                               or int(scenario.evaluate("shared_expert_intermediate_size")) > 0) else "mixtral"
+    return "llama"
+
+
+def hf_config(scenario, family: str):
+    """The transformers config of the scenario's architecture (dropout 0, no downloads)."""
+    import transformers
+    ev = lambda name: int(scenario.evaluate(name))  # noqa: E731
+    opt = scenario.option
+    tied = opt("tie_word_embeddings") == "true"
+    if family == "gpt2":
+        if not (opt("mlp") == "gelu" and opt("norm") == "layernorm"):
+            raise UsageError("a GPT-2 model has a GELU MLP and LayerNorm")
+        return transformers.GPT2Config(
+            n_embd=ev("hidden_size"), n_layer=ev("num_hidden_layers"), n_head=ev("num_attention_heads"),
+            n_inner=ev("intermediate_size"), vocab_size=ev("vocab_size"),
+            n_positions=ev("max_position_embeddings"), resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+            tie_word_embeddings=True, bos_token_id=None, eos_token_id=None)
+    if opt("mlp") != "swiglu" or opt("norm") != "rmsnorm":
+        raise UsageError(f"a {family} model has a SwiGLU MLP and RMSNorm")
+    common = dict(hidden_size=ev("hidden_size"), num_hidden_layers=ev("num_hidden_layers"),
+                  num_attention_heads=ev("num_attention_heads"),
+                  num_key_value_heads=ev("num_key_value_heads"), head_dim=ev("head_dim"),
+                  vocab_size=ev("vocab_size"), max_position_embeddings=ev("max_position_embeddings"),
+                  tie_word_embeddings=tied, attention_dropout=0.0, bos_token_id=None,
+                  eos_token_id=None, pad_token_id=None)
+    if family == "llama":
+        return transformers.LlamaConfig(intermediate_size=ev("intermediate_size"),
+                                        attention_bias=opt("attention_bias") == "true",
+                                        mlp_bias=opt("mlp_bias") == "true", **common)
+    if family == "mixtral":
+        return transformers.MixtralConfig(intermediate_size=ev("moe_intermediate_size"),
+                                          num_local_experts=ev("num_experts"),
+                                          num_experts_per_tok=ev("num_experts_per_tok"),
+                                          router_jitter_noise=0.0, **common)
+    if family == "qwen2_moe":
+        common.pop("head_dim")
+        return transformers.Qwen2MoeConfig(intermediate_size=ev("intermediate_size"),
+                                           moe_intermediate_size=ev("moe_intermediate_size"),
+                                           shared_expert_intermediate_size=ev("shared_expert_intermediate_size"),
+                                           num_experts=ev("num_experts"),
+                                           num_experts_per_tok=ev("num_experts_per_tok"),
+                                           decoder_sparse_step=1, mlp_only_layers=[], **common)
+    raise UsageError(f"unknown family {family!r}")
+
+
+def _check_options(scenario):
+    opt = scenario.option
+    if opt("precision") not in PRECISIONS:
+        raise UsageError(f"measure runs precision fp32 or bf16 (pure), not {opt('precision')}",
+                         hint="--set precision=fp32 or precision=bf16")
+    if opt("optimizer") not in OPTIMIZERS:
+        raise UsageError(f"measure runs optimizer {', '.join(OPTIMIZERS)}, not {opt('optimizer')}")
+    if opt("recompute") == "selective":
+        raise UsageError("measure maps recompute=full to gradient checkpointing; selective has no "
+                         "transformers counterpart", hint="--set recompute=none or recompute=full")
+    if opt("finetune") != "full" or opt("offload") != "none":
+        raise UsageError("measure trains every parameter on the GPU (finetune=full, offload=none)")
+    for name in ("dp", "tp", "pp", "cp", "ep", "etp"):
+        if int(scenario.evaluate(name)) != 1:
+            raise UsageError(f"measure runs one process: {name} must be 1")
+
+
+def prediction_scenario(scenario, family: str):
+    """The scenario memform predicts with: what measure runs, nothing else on top."""
+    dtype = scenario.option("precision")
+    values = dict(dropout=0, alloc_margin=0, cuda_context=0, activation_model="architecture",
+                  kv_paging="none", kv_dtype=dtype, shared_prefix=0, zero_stage=0)
+    if family == "gpt2":
+        values["qkv_fused"] = "true"  # GPT-2: c_attn holds q, k and v in one tensor
+        values["gelu_kernel"] = "composite"  # GPT-2: gelu_new is pow, tanh and mul
+        values["eager_softmax"] = "working"  # GPT-2's eager softmax runs in the working dtype
+    lib = scenario.library
+    if "comm_buffers" in lib.decls and "comm_buffers" in lib.inputs:
+        values["comm_buffers"] = 0
+    return scenario.with_values(**values)
+
+
+def _run(scenario, family: str) -> dict:
+    import torch
+    import transformers
+
+    micro_batch, seq_len = int(scenario.evaluate("micro_batch")), int(scenario.evaluate("seq_len"))
+    dtype = getattr(torch, PRECISIONS[scenario.option("precision")])
+    attn = "eager" if scenario.option("attention") == "eager" else "sdpa"
+    config = hf_config(scenario, family)
+    config._attn_implementation = attn
+    torch.manual_seed(0)
+    transformers.logging.set_verbosity_error()
+    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attn).to(dtype)
+    model.train()
+    if scenario.option("recompute") == "full":
+        # reentrant checkpointing saves each layer's input through the autograd function, so the
+        # outer saved_tensors_hooks see it (the non-reentrant kind installs hooks of its own)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # transformers 5 renames it; the old name still works
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+    params = list(model.parameters())
+    param_storages = {p.untyped_storage().data_ptr() for p in params}
+    out = {"n_params": sum(p.numel() for p in params),
+           "weights": sum(p.numel() * p.element_size() for p in params)}
+
+    ids = torch.randint(0, config.vocab_size, (micro_batch, seq_len))
+    saved: dict[int, int] = {}
+
+    def pack(t):
+        storage = t.untyped_storage()
+        ptr = storage.data_ptr()
+        if ptr not in param_storages:
+            saved[ptr] = max(saved.get(ptr, 0), storage.nbytes())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        result = model(input_ids=ids, labels=ids, use_cache=False)
+    out["saved_for_backward"] = sum(saved.values())
+    out["logits_tensor"] = result.logits.numel() * result.logits.element_size()
+    result.loss.backward()
+    out["grads"] = sum(p.grad.numel() * p.grad.element_size() for p in params if p.grad is not None)
+    name = scenario.option("optimizer")
+    if name == "adamw":
+        opt = torch.optim.AdamW(params, lr=1e-4)
+    elif name == "sgd_momentum":
+        opt = torch.optim.SGD(params, lr=1e-4, momentum=0.9)
+    elif name == "sgd":
+        opt = torch.optim.SGD(params, lr=1e-4)
+    else:
+        opt = None
+    out["optimizer_states"] = 0
+    if opt is not None:
+        opt.step()
+        out["optimizer_states"] = sum(v.numel() * v.element_size() for state in opt.state.values()
+                                      for v in state.values() if torch.is_tensor(v))
+    del result, opt
+    model.zero_grad(set_to_none=True)
+    model.eval()
+    with torch.no_grad():
+        cache = model(input_ids=ids, use_cache=True).past_key_values
+    out["kv_cache"] = sum(t.numel() * t.element_size() for layer in cache.layers
+                          for t in (layer.keys, layer.values))
+    return out
+
+
+#: the largest model measure builds on the CPU (a training step needs about 16 bytes per parameter)
+MAX_PARAMS = 200_000_000
+
+
+def measure(scenario, config_path: str | None = None, max_params: int = MAX_PARAMS) -> Measurement:
+    """Measure the scenario's model and predict every component with memform."""
+    _require_torch()
+    _check_options(scenario)
+    n_params = int(scenario.evaluate("n_params"))
+    if n_params > max_params:
+        raise UsageError(f"measure builds the model on the CPU: {n_params:,} parameters is more than "
+                         f"{max_params:,}", hint="shrink it, e.g. --set hidden_size=64 num_hidden_layers=2 "
+                         "intermediate_size=256 vocab_size=128 (and num_attention_heads / num_key_value_heads)")
+    family = family_of(scenario, config_path)
+    pred = prediction_scenario(scenario, family)
+    try:
+        measured = _run(pred, family)
+    except (RuntimeError, ValueError, TypeError, MemoryError) as exc:  # torch / transformers refused
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"building or running the {family} model failed: {first}",
+                         hint="measure is meant for tiny configs on the CPU "
+                              "(e.g. hidden_size 64, 2 layers, vocab 128)") from None
+    settings = {n: str(pred.values[n]) for n in ("micro_batch", "seq_len", "precision", "attention",
+                                                 "recompute", "optimizer")}
+    m = Measurement(family, settings, measured)
+    for component, (rules, mode) in COMPONENTS.items():
+        s = pred.with_values(mode=mode)
+        if component == "logits_tensor":  # transformers returns the logits in the model's dtype
+            s = s.with_values(logits_dtype=pred.option("precision"))
+        rules = rules if isinstance(rules, tuple) else (rules,)
+        if component == "saved_for_backward" and pred.option("recompute") == "full":
+            # the forward keeps the layers' inputs; the layer recomputed in backward comes later
+            rules = ("stage_layer_activations", "logits")
+        m.predicted[component] = int(sum(s.evaluate(r) for r in rules))
+    if pred.option("recompute") == "full":
+        m.notes.append("with checkpointing saved_for_backward is what the forward pass keeps, compared with "
+                       "memform's stage_layer_activations + logits; its activations add the one layer "
+                       "recomputed during backward, which no forward hook sees")
+    return m
+
+
+def format_table(m: Measurement) -> str:
+    rows = [f"{m.family}: " + ", ".join(f"{k}={v}" for k, v in m.settings.items()),
+            f"{'component':20} {'measured':>14} {'memform':>14} {'error':>9}"]
+    for name in m.measured:
+        err = m.error(name)
+        shown = "-" if err is None else f"{100 * err:+.2f} %"
+        rows.append(f"{name:20} {m.measured[name]:>14,} {m.predicted[name]:>14,} {shown:>9}")
+    rows.extend(f"note: {n}" for n in m.notes)
+    return "\n".join(rows) + "\n"
+
+
+# ---------------------------------------------------------------------------- calibration
+#: (micro_batch, seq_len) points calibrate measures by default
+CALIBRATION_POINTS = ((1, 16), (2, 16), (1, 32), (2, 32), (1, 64), (4, 32), (2, 64), (1, 128))
+
+
+@dataclass
+class Calibration:
+    """Least-squares per-layer activation coefficients: bytes per token and per token x s."""
+
+    family: str
+    per_token: float
+    per_token_seq: float
+    points: list  # (b, s, measured, fitted) of every measurement
+    settings: dict
+
+    def rule_file(self) -> str:
+        """A user rule file (``--rules``) replacing the per-layer activation rules."""
+        c1, c2 = _literal(self.per_token), _literal(self.per_token_seq)
+        where = ", ".join(f"{k}={v}" for k, v in self.settings.items())
+        lines = [f"# memform calibrate: {self.family} ({where}), fitted by least squares to "
+                 f"{len(self.points)} measurements",
+                 "# of the bytes PyTorch saves for backward, less memform's logits, per layer:",
+                 f"# per layer = {c1} B per token + {c2} B per token per position of the sequence"]
+        lines += [f"#   b={b} s={s}: measured {m:,} B, fitted {f:,.0f} B" for b, s, m, f in self.points]
+        for rule in ("dense_layer_activations", "moe_layer_activations"):
+            lines.append(f"override rule {rule} : bytes =\n"
+                         f"    tokens_per_gpu * {c1} B + tokens_per_gpu * seq_len * {c2} B\n"
+                         f"    \"calibrated on {self.family} ({where}): bytes per token and per token x s\"")
+        return "\n".join(lines) + "\n"
+
+
+def _literal(x: float) -> str:
+    text = f"{x:.4f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def calibrate(scenario, config_path: str | None = None, points=CALIBRATION_POINTS) -> Calibration:
+    """Measure the model at several (b, s) and fit the per-layer activation coefficients."""
+    import numpy as np
+    _require_torch()
+    _check_options(scenario)
+    if scenario.option("recompute") != "none":
+        raise UsageError("calibrate fits the activations of recompute=none")
+    family = family_of(scenario, config_path)
+    layers = int(scenario.evaluate("num_hidden_layers"))
+    rows, ys, used = [], [], []
+    for b, s in points:
+        m = measure(scenario.with_values(micro_batch=b, seq_len=s), config_path)
+        logits = int(prediction_scenario(scenario.with_values(micro_batch=b, seq_len=s), family)
+                     .with_values(mode="train").evaluate("logits"))
+        per_layer = (m.measured["saved_for_backward"] - logits) / layers
+        rows.append([b * s, b * s * s])
+        ys.append(per_layer)
+        used.append((b, s, m.measured["saved_for_backward"]))
+    if len({s for _, s in points}) < 2:
+        raise UsageError("calibrate needs at least two sequence lengths")
+    (c1, c2), *_ = np.linalg.lstsq(np.array(rows, dtype=float), np.array(ys), rcond=None)
+    fitted = [(b, s, meas, (c1 * b * s + c2 * b * s * s) * layers + (meas - ys[i] * layers))
+              for i, (b, s, meas) in enumerate(used)]
+    settings = {n: str(scenario.values[n]) for n in ("precision", "attention")}
+    return Calibration(family, float(c1), float(c2), fitted, settings)

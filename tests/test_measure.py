@@ -1,0 +1,151 @@
+"""memform against measurements of real PyTorch / transformers models (tiny, random, CPU).
+
+The expected figures come from torch itself: parameter and gradient tensors, the optimizer's
+state after one step, the tensors autograd saves for backward and the KV cache.  Skipped
+when torch or transformers is not installed (pip install 'memform[torch]').
+"""
+import io
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="measuring needs torch (pip install 'memform[torch]')")
+pytest.importorskip("transformers", reason="measuring needs transformers (pip install 'memform[torch]')")
+
+from engine.cli import main  # noqa: E402
+from engine.hfconfig import read_config  # noqa: E402
+from engine.measure import format_table, measure  # noqa: E402
+from engine.model import Scenario  # noqa: E402
+
+TINY = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 128,
+        "max_position_embeddings": 128}
+CONFIGS = {
+    "gpt2": {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 128, "n_positions": 128},
+    "llama": {"model_type": "llama", **TINY, "num_key_value_heads": 2, "intermediate_size": 96},  # GQA
+    "mixtral": {"model_type": "mixtral", **TINY, "num_key_value_heads": 2, "intermediate_size": 96,
+                "num_local_experts": 4, "num_experts_per_tok": 2},
+    "qwen2_moe": {"model_type": "qwen2_moe", **TINY, "num_key_value_heads": 2, "intermediate_size": 96,
+                  "moe_intermediate_size": 32, "shared_expert_intermediate_size": 64, "num_experts": 4,
+                  "num_experts_per_tok": 2},
+}
+EXACT = ("n_params", "weights", "grads", "optimizer_states", "logits_tensor", "kv_cache")
+
+
+@pytest.fixture(scope="module")
+def config_files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("configs")
+    paths = {}
+    for name, data in CONFIGS.items():
+        paths[name] = root / f"{name}.json"
+        paths[name].write_text(json.dumps(data))
+    return paths
+
+
+def run_measure(lib, path, **values):
+    config = read_config(path, lib)
+    scenario = Scenario.create(lib, None, values={**config.values, **values})
+    return measure(scenario, str(path))
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "sgd_momentum"])
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("family", sorted(CONFIGS))
+def test_model_states_and_kv_cache_are_exact(lib, config_files, family, precision, optimizer):
+    m = run_measure(lib, config_files[family], micro_batch=2, seq_len=16, precision=precision,
+                    optimizer=optimizer)
+    for name in EXACT:
+        assert m.predicted[name] == m.measured[name], (name, m.predicted[name], m.measured[name])
+
+
+def test_adamw_keeps_a_step_per_tensor(lib, config_files):
+    # AdamW's state is 2 x the parameter bytes plus one 4-byte fp32 step per parameter tensor
+    m = run_measure(lib, config_files["llama"], micro_batch=1, seq_len=8, precision="bf16")
+    tensors = 2 * 9 + 3  # q, k, v, o, gate, up, down, two norms per layer; embedding, final norm, head
+    assert m.measured["optimizer_states"] == 2 * m.measured["weights"] + 4 * tensors
+
+
+#: (b, s) points of the activation table
+POINTS = [(1, 16), (2, 16), (1, 64), (4, 32), (2, 128), (8, 64)]
+
+
+@pytest.fixture(scope="module")
+def activation_table(lib, config_files):
+    rows = []
+    for family in sorted(CONFIGS):
+        for b, s in POINTS:
+            m = run_measure(lib, config_files[family], micro_batch=b, seq_len=s, precision="bf16")
+            rows.append((family, b, s, m.predicted["saved_for_backward"], m.measured["saved_for_backward"],
+                         m.error("saved_for_backward")))
+    return rows
+
+
+def test_activations_with_sdpa_within_ten_percent(activation_table, capsys):
+    with capsys.disabled():
+        print("\narchitecture  b    s   memform   measured   error")
+        for family, b, s, pred, meas, err in activation_table:
+            print(f"{family:10} {b:3} {s:4} {pred:9,} {meas:10,} {100 * err:+6.2f} %")
+    for family, b, s, pred, meas, err in activation_table:
+        assert abs(err) <= 0.10, (family, b, s, pred, meas)
+
+
+def test_eager_attention_keeps_the_scores(lib, config_files):
+    flash = run_measure(lib, config_files["llama"], micro_batch=2, seq_len=64, precision="bf16")
+    eager = run_measure(lib, config_files["llama"], micro_batch=2, seq_len=64, precision="bf16", attention="eager")
+    grew_measured = eager.measured["saved_for_backward"] - flash.measured["saved_for_backward"]
+    grew_predicted = eager.predicted["saved_for_backward"] - flash.predicted["saved_for_backward"]
+    assert grew_predicted == grew_measured  # fp32 softmax + bf16 copy + repeated K/V - log-sum-exp
+
+
+def test_format_table_names_every_component(lib, config_files):
+    text = format_table(run_measure(lib, config_files["gpt2"], micro_batch=1, seq_len=8, precision="fp32"))
+    for name in EXACT + ("saved_for_backward",):
+        assert name in text
+
+
+def cli(*argv):
+    out, err = io.StringIO(), io.StringIO()
+    return main(list(argv), out, err), out.getvalue(), err.getvalue()
+
+
+def test_cli_measure_json(config_files):
+    code, out, err = cli("measure", str(config_files["llama"]), "--set", "micro_batch=2", "seq_len=16",
+                         "precision=bf16", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["family"] == "llama"
+    assert data["components"]["kv_cache"]["relative_error"] == 0
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("precision=bf16_mixed", "measure runs precision fp32 or bf16"),
+    ("recompute=selective", "selective has no transformers counterpart"),
+    ("tp=2", "tp must be 1"),
+])
+def test_cli_measure_rejects_what_it_cannot_run(config_files, setting, message):
+    code, out, err = cli("measure", str(config_files["llama"]), "--set", "precision=fp32", setting)
+    assert code == 2 and out == ""
+    assert message in err and "Traceback" not in err
+
+
+def test_calibrate_writes_a_rule_file_memform_loads(lib, config_files, tmp_path):
+    import engine
+    from engine.measure import calibrate
+    config = read_config(config_files["llama"], lib)
+    scenario = Scenario.create(lib, None, values={**config.values, "precision": "bf16"})
+    cal = calibrate(scenario, str(config_files["llama"]), points=((1, 16), (2, 32), (1, 64), (2, 64)))
+    path = tmp_path / "calibrated.mem"
+    path.write_text(cal.rule_file())
+    mine = engine.load(extra=[str(path)])
+    s = Scenario.create(mine, None, values={**read_config(config_files["llama"], mine).values,
+                                            "precision": "bf16", "micro_batch": 4, "seq_len": 32,
+                                            "activation_model": "architecture"})
+    m = run_measure(lib, config_files["llama"], micro_batch=4, seq_len=32, precision="bf16")
+    predicted = s.evaluate("activations") + s.evaluate("logits")
+    assert abs(float(predicted) / m.measured["saved_for_backward"] - 1) < 0.02
+
+
+def test_cli_calibrate_writes_the_file(config_files, tmp_path):
+    out_file = tmp_path / "cal.mem"
+    code, out, err = cli("calibrate", str(config_files["gpt2"]), "--set", "precision=fp32", "--out", str(out_file))
+    assert code == 0, err
+    assert out_file.read_text().count("override rule") == 2

@@ -1,0 +1,152 @@
+"""memform benchmarks, each a ratio against a baseline measured in the same run.
+
+    python bench/run.py [--configs 10000000]
+
+1. sweep: the per-GPU training total of Llama-2-7B over N configurations (micro_batch,
+   seq_len, dp, tp, pp, zero_stage, recompute) in one compiled call, against the same
+   formula hand-written in numpy (here only, as the baseline) and against a per-configuration
+   loop of sympy ``subs`` (the naive symbolic approach, timed on a sample); the results are
+   checked against the exact evaluation on a random sample.
+2. solve: a warm ``solve max micro_batch``, ``max seq_len`` and ``min dp``, against the
+   first (cold) call that derives the closed form.
+3. cold start: ``memform estimate llama2-7b --gpu h100-80g`` in a new process, against
+   ``python -c "import numpy"``.
+4. library load: parsing, resolving and composing every top-level rule from scratch, in a
+   new process, against ``python -c "import sympy"``.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import engine  # noqa: E402
+from engine.model import Scenario  # noqa: E402
+from engine.solve import solve  # noqa: E402
+
+SWEPT = ("micro_batch", "seq_len", "dp", "tp", "pp", "zero_stage", "recompute")
+
+
+def hand_numpy(b, s, dp, tp, pp, zero, rec):
+    """Llama-2-7B's total under the default options, written out by hand (baseline only)."""
+    P, L, h, V = 6_738_415_616, 32, 4096, 32000
+    layer = 4 * h * h + 3 * h * 11008 + 2 * h
+    lps = np.ceil(L / pp)
+    share = np.where(pp == 1, 1.0, (lps * layer + V * h + h) / P) / tp  # last stage: head + norm
+    st1, st2, st3 = (np.where(zero >= k, dp, 1.0) for k in (1, 2, 3))
+    steps = 4 * 291 * lps / L  # AdamW's fp32 step: 291 parameter tensors, the stage's share
+    states = P * share * (2 / st3 + 4 / st1 + 2 / st2 + 8 / st1) + steps
+    sbh = s * b * h
+    full = rec == 2
+    layer_act = sbh * (10 + 24 / tp)
+    act = pp * lps * np.where(full, 2 * sbh, layer_act) + np.where(full, layer_act, 0)
+    logits = s * b * V * 4 / tp + 4 * sbh
+    tensors = states + act + logits
+    comm = np.where((zero == 3) & (dp > 1), 2 * layer / tp, 0)
+    return tensors + 512 * 2**20 + comm + 0.1 * tensors
+
+
+def best(fn, repeat=3):
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def wall(cmd, repeat=5, env=None):
+    import os
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        subprocess.run(cmd, check=True, capture_output=True, cwd=ROOT, env={**os.environ, **(env or {})})
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--configs", type=int, default=10_000_000)
+    args = ap.parse_args()
+    n = args.configs
+    rows = []
+    lib = engine.load()
+    scenario = Scenario.create(lib, "llama2-7b", "h100-80g")
+    rng = np.random.default_rng(0)
+    arrays = {"micro_batch": rng.integers(1, 65, n), "seq_len": rng.integers(128, 32769, n),
+              "dp": 2 ** rng.integers(0, 8, n), "tp": 2 ** rng.integers(0, 4, n), "pp": 2 ** rng.integers(0, 3, n),
+              "zero_stage": rng.integers(0, 4, n), "recompute": rng.integers(0, 3, n)}
+    arrays = {k: v.astype(float) for k, v in arrays.items()}
+
+    # 1. sweep
+    scenario.sweep("total", **{k: v[:8] for k, v in arrays.items()})  # compile once, outside the timing
+    t_sweep = best(lambda: scenario.sweep("total", **arrays))
+    out = scenario.sweep("total", **arrays)
+    t_hand = best(lambda: hand_numpy(*arrays.values()))
+    assert np.allclose(hand_numpy(*arrays.values()), out, rtol=1e-12), "hand-written baseline disagrees"
+    expr = scenario.expr("total", keep=SWEPT)
+    symbols = [lib._input_syms[k] if k in lib.inputs else lib._option_syms[k] for k in SWEPT]
+    sample = rng.integers(0, n, 100)
+    t = time.perf_counter()
+    for i in sample:
+        expr.subs({sym: int(arrays[k][i]) for sym, k in zip(symbols, SWEPT)})
+    t_subs = (time.perf_counter() - t) / len(sample)
+    for i in sample[:20]:  # the compiled path equals the exact one
+        values = {k: (lib.options[k].choice_of(int(arrays[k][i])) if k in lib.options else int(arrays[k][i]))
+                  for k in SWEPT}
+        exact = scenario.with_values(**values).evaluate("total")
+        assert math.isclose(float(exact), out[i], rel_tol=1e-12), (values, exact, out[i])
+    rate = n / t_sweep
+    rows.append(("sweep: configurations / s (one core)", f"{rate:,.0f}", f"{n / t_hand:,.0f} (hand numpy)",
+                 f"{t_hand / t_sweep:.2f}x", "python bench/run.py"))
+    rows.append(("sweep vs per-configuration sympy subs", f"{rate:,.0f}", f"{1 / t_subs:,.0f} (subs loop)",
+                 f"{rate * t_subs:,.0f}x", "python bench/run.py"))
+
+    # 2. solve
+    queries = [("max", "micro_batch", {"zero_stage": 3, "dp": 8, "seq_len": 4096}),
+               ("max", "seq_len", {"zero_stage": 3, "dp": 8, "micro_batch": 1, "attention": "eager"}),
+               ("min", "dp", {"zero_stage": 3, "micro_batch": 1, "seq_len": 4096})]
+    for direction, unknown, values in queries:
+        s = scenario.with_values(**values)
+        t = time.perf_counter()
+        solve(s, direction, unknown)
+        cold = time.perf_counter() - t
+        warm = best(lambda: solve(s, direction, unknown), repeat=20)
+        rows.append((f"solve {direction} {unknown} (warm)", f"{warm * 1e3:.2f} ms", f"{cold * 1e3:.0f} ms (cold)",
+                     f"{cold / warm:,.0f}x", "python bench/run.py"))
+
+    # 3. cold start
+    memform = [sys.executable, "-m", "engine", "estimate", "llama2-7b", "--gpu", "h100-80g"]
+    t_cli = wall(memform)
+    t_numpy = wall([sys.executable, "-c", "import numpy"])
+    rows.append(("cold start: memform estimate llama2-7b --gpu h100-80g", f"{t_cli:.2f} s",
+                 f"{t_numpy:.2f} s (import numpy)", f"{t_cli / t_numpy:.1f}x", " ".join(memform[1:])))
+
+    # 4. library load
+    load = [sys.executable, "-c", "import engine; lib = engine.load(); "
+            "[lib.compose(r) for r in ('total', 'model_states', 'activations', 'kv_cache')]"]
+    t_load = wall(load, repeat=3, env={"MEMFORM_NO_CACHE": "1"})  # from scratch: no cached library
+    t_sympy = wall([sys.executable, "-c", "import sympy"], repeat=3)
+    rows.append(("library load, cache cold: parse, resolve, compose", f"{t_load:.2f} s",
+                 f"{t_sympy:.2f} s (import sympy)", f"{t_load / t_sympy:.1f}x", "python bench/run.py"))
+
+    widths = [max(len(r[i]) for r in rows + [HEAD]) for i in range(5)]
+    for r in [HEAD, tuple("-" * w for w in widths)] + rows:
+        print("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |")
+    return 0
+
+
+HEAD = ("benchmark", "memform", "baseline", "ratio", "command")
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -222,7 +222,7 @@ def _run(scenario, family: str) -> dict:
                                       for v in state.values() if torch.is_tensor(v))
     del result, opt
     model.zero_grad(set_to_none=True)
-    model.eval()
+    model.eval()  # noqa: eval-ok (torch.nn.Module.eval: inference mode, not Python eval)
     with torch.no_grad():
         cache = model(input_ids=ids, use_cache=True).past_key_values
     out["kv_cache"] = sum(t.numel() * t.element_size() for layer in cache.layers

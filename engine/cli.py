@@ -360,10 +360,18 @@ def cmd_plot(args, out) -> int:
     return 0
 
 
+def _measured(lib, args):
+    """The scenario to measure: precision defaults to fp32 (measure runs pure fp32 or bf16)."""
+    scenario = _scenario(lib, args, args.model)
+    if not any(text.split("=", 1)[0].strip() == "precision" for text in args.sets):
+        scenario = scenario.with_values(precision="fp32")
+    return scenario
+
+
 def cmd_measure(args, out) -> int:
     from .measure import format_table, measure
     lib = _library(args.rules)
-    scenario = _scenario(lib, args, args.model)
+    scenario = _measured(lib, args)
     config = args.model if (args.model.endswith(".json") or Path(args.model).is_file()) else None
     m = measure(scenario, config)
     out.write(json.dumps(m.to_json(), indent=2) + "\n" if args.json else format_table(m))
@@ -373,7 +381,7 @@ def cmd_measure(args, out) -> int:
 def cmd_calibrate(args, out) -> int:
     from .measure import calibrate
     lib = _library(args.rules)
-    scenario = _scenario(lib, args, args.model)
+    scenario = _measured(lib, args)
     config = args.model if (args.model.endswith(".json") or Path(args.model).is_file()) else None
     text = calibrate(scenario, config).rule_file()
     if args.out is None:

@@ -174,6 +174,9 @@ def cmd_estimate(args, out) -> int:
                   _show(formula(scenario, "total", opaque=("n_params",))))
     console.print(table)
     console.print(f"n_params = {int(scenario.evaluate('n_params')):,}")
+    if "peak" in result.rules and result.rules["peak"] != total:
+        console.print(f"peak of the step: {gb(result.rules['peak'])} GB ({gib(result.rules['peak'])} GiB) "
+                      "(rule peak: the largest phase, not every tensor at once)")
     if "host_memory" in result.rules:
         host = result.rules["host_memory"]
         console.print(f"offloaded to CPU memory: {gb(host)} GB ({gib(host)} GiB) for this GPU's rank "

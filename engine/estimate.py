@@ -119,6 +119,8 @@ def estimate(scenario: Scenario) -> Estimate:
     """
     lib = scenario.library
     rules = {name: scenario.evaluate(name) for name in TOP_LEVEL if name in lib.rules}
+    if "peak" in lib.rules:  # the largest phase of the step, beside the plain sum
+        rules["peak"] = scenario.evaluate("peak")
     if "host_memory" in lib.rules and scenario.values.get("offload", "none") != "none":
         rules["host_memory"] = scenario.evaluate("host_memory")  # CPU bytes, not in the GPU total
     if scenario.values.get("convention", "memform") != "memform":  # what the named tool reports

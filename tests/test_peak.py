@@ -1,0 +1,22 @@
+"""The step's peak (rule peak) against the plain sum (rule total)."""
+from engine.model import Scenario
+
+
+def test_peak_is_the_sum_when_gradients_persist(lib):
+    s = Scenario.create(lib, "llama2-7b", values={"micro_batch": 4, "seq_len": 4096})
+    assert s.evaluate("peak") == s.evaluate("total")
+
+
+def test_freed_gradients_leave_the_forward_peak(lib):
+    # activations (73 GB) dwarf the gradients (13.5 GB): the forward phase is the peak,
+    # and without persistent gradient buffers it holds everything but the gradients
+    s = Scenario.create(lib, "llama2-7b", values={"micro_batch": 4, "seq_len": 4096, "grad_lifetime": "step"})
+    assert s.evaluate("peak") == s.evaluate("total") - s.evaluate("grads")
+
+
+def test_foreach_optimizer_temporaries_can_set_the_peak(lib):
+    # one token: activations are tiny, so the update (states + grads + fp32 temporaries) is the peak
+    s = Scenario.create(lib, "llama2-7b", values={"micro_batch": 1, "seq_len": 1, "optimizer_impl": "foreach"})
+    temp = 4 * 6_738_415_616  # one fp32 buffer per parameter
+    expected = s.evaluate("total") - s.evaluate("activations") - s.evaluate("logits") + temp
+    assert s.evaluate("peak") == expected

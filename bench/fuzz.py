@@ -15,7 +15,6 @@ import io
 import json
 import random
 import signal
-import string
 import sys
 import tempfile
 import time

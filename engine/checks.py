@@ -8,7 +8,6 @@ architecture names (those some model preset sets), which keep their defaults.
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np

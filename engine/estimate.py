@@ -1,14 +1,13 @@
 """Estimates: every top-level rule of a scenario, its per-GPU breakdown and the fit."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Mapping
 
 import sympy
 
 from .model import Scenario
-from .rules import InputDecl, OptionDecl, RuleDecl
+from .rules import OptionDecl
 
 #: The top-level rules every estimate reports (DESIGN.md: the public interface).
 TOP_LEVEL = ("weights", "master", "grads", "optimizer_states", "model_states", "activations",

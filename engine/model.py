@@ -13,7 +13,7 @@ import sympy
 from .errors import MissingInputError, Span, UsageError
 from .parser import parse_value
 from .registry import Library
-from .rules import At, InputDecl, OptionDecl, RuleDecl
+from .rules import At, InputDecl, OptionDecl
 
 
 def parse_setting(lib: Library, text: str) -> tuple[str, object]:
@@ -160,7 +160,9 @@ class Scenario:
             return self.values[rule]
         if rule not in self.library.rules:
             self.library.check_value(rule, None)  # unknown-name error with hint
-        value = self._value(rule, {}, self.bindings(), dict(self.pins()))
+        key = ("values", frozenset(self.values.items()))  # one memo per scenario: estimate
+        memo = self.library._compose_cache.setdefault(key, {})  # evaluates a dozen rules
+        value = self._value(rule, memo, self.bindings(), dict(self.pins()))
         if value.free_symbols:
             missing = sorted(s.name for s in value.free_symbols)
             raise MissingInputError(f"'{rule}' needs values for: {', '.join(missing)}",

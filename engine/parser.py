@@ -7,14 +7,13 @@ the offending line and a caret.
 from __future__ import annotations
 
 import functools
-from importlib import resources
 from pathlib import Path
 
 import sympy
 from lark import Lark, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 from lark.exceptions import VisitError
 
-from .errors import EngineError, FormulaSyntaxError, ResourceLimitError, SourceError, Span
+from .errors import EngineError, FormulaSyntaxError, ResourceLimitError, Span
 from .transform import ToDecls
 
 _HERE = Path(__file__).resolve().parent

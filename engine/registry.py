@@ -16,7 +16,7 @@ from typing import Iterable
 import sympy
 
 from .errors import (DependencyCycleError, EngineError, ErrorGroup, FormulaSyntaxError,
-                     RedefinitionError, ResourceLimitError, SourceError, Span, UnitError,
+                     RedefinitionError, ResourceLimitError, Span, UnitError,
                      UnknownNameError, did_you_mean)
 from .parser import data_path, parse_text
 from .rules import (BYTE, UNITS, At, CheckDecl, Decl, DtypeDecl, InputDecl, Match, OptionDecl,

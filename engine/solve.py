@@ -15,7 +15,7 @@ import numpy as np
 import sympy
 
 from .errors import InfeasibleError, MissingInputError, UsageError
-from .estimate import OPAQUE_RULES, components, formula, whole_bytes
+from .estimate import components, formula, whole_bytes
 from .model import Scenario
 from .rules import InputDecl
 

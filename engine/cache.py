@@ -24,6 +24,18 @@ def cache_dir() -> Path:
     return Path(base) / "memform"
 
 
+def grammar_cache_file() -> str | bool:
+    """Where lark keeps the grammar's parse tables, or False with the cache off."""
+    if os.environ.get("MEMFORM_NO_CACHE"):
+        return False
+    folder = cache_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:  # lark then builds the tables in memory and fails to save them quietly
+        pass
+    return str(folder / "grammar.lark-tables")
+
+
 def fingerprint(folder: Path, grammar: Path) -> str:
     """A hash of the rule files, the grammar, the engine's source and the Python version."""
     h = hashlib.sha256(sys.version.encode())
@@ -44,13 +56,36 @@ def load_cached(build, folder: Path, grammar: Path):
             stored_key, library = pickle.load(f)
         if stored_key == key:
             library._cache_path, library._cache_key = path, key
+            _compiled(library, key)
             return library
     except Exception:  # missing, truncated, corrupt or from another version: rebuild
         pass
     library = build()
     library._cache_path, library._cache_key = path, key
     save(library)
+    _compiled(library, key)
     return library
+
+
+def _compiled(library, key: str) -> None:
+    """Keep the sympy-free compiled form beside the library (:mod:`engine.fast`)."""
+    from .fast import ensure
+    ensure(library, key)
+
+
+#: files of other keys (other versions of the sources) kept per kind; older ones are removed
+KEEP_OTHERS = 3
+
+
+def prune(kind: str, key: str) -> None:
+    """Remove all but the newest :data:`KEEP_OTHERS` files of ``kind`` built from other sources."""
+    try:
+        others = [p for p in cache_dir().glob(f"{kind}-*.pickle") if p.stem != f"{kind}-{key}"]
+        others.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+        for path in others[KEEP_OTHERS:]:
+            path.unlink(missing_ok=True)
+    except OSError:  # another process pruned first, or the folder is read-only
+        pass
 
 
 def save(library) -> None:
@@ -71,4 +106,5 @@ def save(library) -> None:
             library._compose_cache.update(compiled)
         os.replace(tmp, path)
     except OSError:  # a read-only home is no reason to fail
-        pass
+        return
+    prune("library", library._cache_key)

@@ -146,58 +146,24 @@ def _scenario(lib, args, model):
 
 
 def cmd_estimate(args, out) -> int:
-    from .estimate import estimate, formula, gb, gib, whole_bytes
-    lib = _library(args.rules)
-    scenario = _scenario(lib, args, args.model)
-    result = estimate(scenario)
+    from . import fast
+    report = fast.report(args)  # exact numbers without sympy, when the cache can answer
+    if report is None:
+        from .estimate import estimate
+        lib = _library(args.rules)
+        report = estimate(_scenario(lib, args, args.model)).report(formulas=not args.json)
+        if not args.rules:
+            fast.remember(report)  # the formula column, for the next estimate of this setup
     if args.json:
-        out.write(json.dumps(result.to_json(), indent=2) + "\n")
-        return 0
-    from rich.console import Console
-    from rich.table import Table
-    console = Console(file=out, width=max(120, Console().width), highlight=False)
-    v = scenario.values
-    title = (f"{args.model}: {v['mode']}, {v['precision']}, optimizer {v['optimizer']}, "
-             f"ZeRO-{v['zero_stage']}, dp={v['dp']} tp={v['tp']} pp={v['pp']}, "
-             f"micro_batch={v['micro_batch']} seq_len={v['seq_len']}")
-    table = Table(title=title, title_justify="left")
-    for col, just in (("component", "left"), ("bytes", "right"), ("GB", "right"), ("GiB", "right"),
-                      ("share", "right"), ("formula (per GPU)", "left")):
-        table.add_column(col, justify=just, overflow="fold")
-    total = result.total
-    for name, value in result.components.items():
-        share = f"{100 * float(value / total):.1f} %" if total else "-"
-        table.add_row(name, f"{whole_bytes(value):,}", gb(value), gib(value), share,
-                      _show(formula(scenario, name)))
-    table.add_section()
-    table.add_row("total", f"{whole_bytes(total):,}", gb(total), gib(total), "100.0 %",
-                  _show(formula(scenario, "total", opaque=("n_params",))))
-    console.print(table)
-    console.print(f"n_params = {int(scenario.evaluate('n_params')):,}")
-    if "peak" in result.rules and result.rules["peak"] != total:
-        console.print(f"peak of the step: {gb(result.rules['peak'])} GB ({gib(result.rules['peak'])} GiB) "
-                      "(rule peak: the largest phase, not every tensor at once)")
-    if "host_memory" in result.rules:
-        host = result.rules["host_memory"]
-        console.print(f"offloaded to CPU memory: {gb(host)} GB ({gib(host)} GiB) for this GPU's rank "
-                      "(rule host_memory; not in the GPU total)")
-    if "convention_total" in result.rules:
-        other = result.rules["convention_total"]
-        console.print(f"{v['convention']} reports {gb(other)} GB ({gib(other)} GiB) per GPU "
-                      f"(rule convention_total; memform: {gb(total)} GB)")
-    if result.capacity is not None:
-        cap = result.capacity
-        where = f"{args.gpu} ({gib(cap)} GiB)" if args.gpu else f"{gb(cap)} GB"
-        if result.fits:
-            console.print(f"fits {where}: {gb(cap - total)} GB ({gib(cap - total)} GiB) to spare")
-        else:
-            console.print(f"does not fit {where}: needs {gb(total - cap)} GB ({gib(total - cap)} GiB) more")
+        out.write(json.dumps(report.to_json(), indent=2) + "\n")
+    else:
+        report.print_table(out)
     return 0
 
 
 def _show(expr) -> str:
-    import sympy
-    return sympy.sstr(expr, order="grlex")
+    from .estimate import show_text
+    return show_text(expr)
 
 
 def cmd_solve(args, out) -> int:

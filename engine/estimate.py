@@ -7,16 +7,8 @@ from typing import Mapping
 import sympy
 
 from .model import Scenario
-from .rules import OptionDecl
-
-#: The top-level rules every estimate reports (DESIGN.md: the public interface).
-TOP_LEVEL = ("weights", "master", "grads", "optimizer_states", "model_states", "activations",
-             "logits", "kv_cache", "overhead", "total")
-
-#: Inputs that stay symbolic in the formula column: the workload of one step.
-SHOWN_INPUTS = ("micro_batch", "seq_len")
-#: Rules that stay as names in the formula column.
-OPAQUE_RULES = ("n_params", "tensors") + TOP_LEVEL
+from .report import (OPAQUE_RULES, SHOWN_INPUTS, TOP_LEVEL, Report, estimate_json, extra_rules,  # noqa: F401
+                     gb, gib, whole_bytes)
 
 
 def components(scenario: Scenario, rule: str = "total") -> list[str]:
@@ -80,30 +72,25 @@ class Estimate:
         return estimate_html(self)
 
     def to_json(self) -> dict:
-        values = {}
-        lib = self.scenario.library
-        for name, value in sorted(self.scenario.values.items()):
-            decl = lib.decls[name]
-            values[name] = value if isinstance(decl, OptionDecl) else _json_number(value)
-        return {
-            "model": self.scenario.model,
-            "gpu": self.scenario.gpu,
-            "total_bytes": whole_bytes(self.total),
-            "components": {n: whole_bytes(v) for n, v in self.components.items()},
-            "rules": {n: whole_bytes(v) for n, v in self.rules.items()},
-            "inputs": values,
-            "capacity_bytes": None if self.capacity is None else whole_bytes(self.capacity),
-            "fits": self.fits,
-        }
+        return estimate_json(self.scenario.model, self.scenario.gpu, self.scenario.values, self.rules,
+                             self.components, self.capacity)
+
+    def report(self, formulas: bool = True) -> Report:
+        """What ``memform estimate`` prints: these numbers and (unless ``formulas`` is
+        False, as for JSON) each component's formula."""
+        scenario = self.scenario
+        shown = {}
+        if formulas:
+            shown = {name: show_text(formula(scenario, name)) for name in self.components}
+            shown["total"] = show_text(formula(scenario, "total", opaque=("n_params",)))
+        rules = dict(self.rules, n_params=scenario.evaluate("n_params"))
+        return Report(scenario.model, scenario.gpu, scenario.values, rules, self.components,
+                      self.capacity, shown)
 
 
-def whole_bytes(value) -> int:
-    """Bytes rounded up to a whole byte (a fractional byte still occupies one)."""
-    return int(sympy.ceiling(value))
-
-
-def _json_number(value):
-    return int(value) if value.is_Integer else float(value)
+def show_text(expr) -> str:
+    """An expression as one line of text, its terms in graded order."""
+    return sympy.sstr(expr, order="grlex")
 
 
 def estimate(scenario: Scenario) -> Estimate:
@@ -117,22 +104,9 @@ def estimate(scenario: Scenario) -> Estimate:
     True
     """
     lib = scenario.library
-    rules = {name: scenario.evaluate(name) for name in TOP_LEVEL if name in lib.rules}
-    if "peak" in lib.rules:  # the largest phase of the step, beside the plain sum
-        rules["peak"] = scenario.evaluate("peak")
-    if "host_memory" in lib.rules and scenario.values.get("offload", "none") != "none":
-        rules["host_memory"] = scenario.evaluate("host_memory")  # CPU bytes, not in the GPU total
-    if scenario.values.get("convention", "memform") != "memform":  # what the named tool reports
-        rules["convention_total"] = scenario.evaluate("convention_total")
+    names = [name for name in TOP_LEVEL if name in lib.rules] + extra_rules(scenario.values, lib.rules)
+    rules = {name: scenario.evaluate(name) for name in names}
     parts = {name: rules[name] if name in rules else scenario.evaluate(name)
              for name in components(scenario)}
     capacity = scenario.values.get("capacity")
     return Estimate(scenario, rules, parts, capacity)
-
-
-def gb(value) -> str:
-    return f"{float(value) / 1e9:,.2f}"
-
-
-def gib(value) -> str:
-    return f"{float(value) / 2**30:,.2f}"

@@ -7,16 +7,14 @@ the offending line and a caret.
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
 import sympy
 from lark import Lark, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 from lark.exceptions import VisitError
 
 from .errors import EngineError, FormulaSyntaxError, ResourceLimitError, Span
+from .paths import data_path, grammar_path, lark_parser  # noqa: F401 (re-exported)
 from .transform import ToDecls
-
-_HERE = Path(__file__).resolve().parent
 
 #: the largest rule file (or value) the parser reads
 MAX_FILE_CHARS = 1_000_000
@@ -27,23 +25,10 @@ _TERMINAL_WORDS = {"NAME": "a name", "NUMBER": "a number", "STRING": 'a "doc str
                    "$END": "end of file"}
 
 
-def data_path(name: str) -> Path:
-    """The folder ``grammar`` or ``formulas``: the copy inside the wheel, else the source tree."""
-    packaged = _HERE / "_data" / name
-    if packaged.is_dir():
-        return packaged
-    return _HERE.parent / name
-
-
-def grammar_path() -> Path:
-    return data_path("grammar") / "formulas.lark"
-
-
 @functools.cache
 def grammar() -> Lark:
     """The LALR parser of the rule language (built once per process)."""
-    return Lark(grammar_path().read_text(encoding="utf-8"), parser="lalr",
-                propagate_positions=True, start=["start", "expr"], maybe_placeholders=True)
+    return lark_parser()
 
 
 def _expected_words(expected) -> str:

@@ -11,16 +11,8 @@ from typing import Mapping
 import sympy
 
 from .errors import Span
+from .units import UNITS  # noqa: F401 (re-exported)
 
-#: Units a declaration may carry, with their dimension (the power of bytes) and whether
-#: a value must be a whole number.
-UNITS: Mapping[str, tuple[int, bool]] = {
-    "bytes": (1, False),
-    "count": (0, True),
-    "tokens": (0, True),
-    "params": (0, True),
-    "ratio": (0, False),
-}
 
 #: The unit symbol that byte literals (``4 B``, ``80 GB``) carry until units are checked.
 BYTE = sympy.Symbol("B", positive=True)

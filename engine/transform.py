@@ -10,6 +10,7 @@ from fractions import Fraction
 import sympy
 from lark import Token, Transformer, v_args
 
+from .units import BYTE_UNITS
 from .errors import FormulaSyntaxError, ResourceLimitError, Span, UnknownNameError, did_you_mean
 from .rules import (UNITS, BYTE, At, CheckDecl, DtypeDecl, InputDecl, Match, OptionDecl,
                     PresetDecl, RuleDecl)
@@ -23,11 +24,6 @@ FUNCTIONS = {
     "log2": (lambda x: sympy.log(x, 2), 1),
 }
 
-#: bytes per unit; decimal units are powers of 1000, binary units powers of 1024
-BYTE_UNITS = {
-    "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "PB": 10**15,
-    "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "PiB": 2**50,
-}
 
 #: the most digits a constant power may have (10^10^10 would not fit in memory)
 MAX_DIGITS = 10_000

@@ -37,3 +37,16 @@ def test_key_changes_with_the_rule_files(tmp_path):
     mem = folder / "overhead.mem"
     mem.write_text(mem.read_text().replace("= 0.1", "= 0.2"))
     assert cache.fingerprint(folder, grammar_path()) != before
+
+
+def test_files_of_old_sources_are_pruned(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("MEMFORM_NO_CACHE", raising=False)
+    folder = tmp_path / "memform"
+    folder.mkdir()
+    for i in range(6):
+        (folder / f"library-old{i}.pickle").write_bytes(b"from an older checkout")
+    lib = engine.load()
+    left = sorted(p.name for p in folder.glob("library-*.pickle"))
+    assert lib._cache_path.name in left
+    assert len(left) == 1 + cache.KEEP_OTHERS

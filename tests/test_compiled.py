@@ -3,13 +3,14 @@ import numpy as np
 import pytest
 
 from engine.model import Scenario
+from engine.report import EXTRA_RULES, TOP_LEVEL
 
 SWEPT = ("micro_batch", "seq_len", "dp", "tp", "pp", "zero_stage", "recompute", "attention",
-         "precision", "optimizer", "mode", "sequence_parallel")
+         "precision", "optimizer", "mode", "sequence_parallel", "offload", "convention")
 
 
 @pytest.mark.parametrize("model", ["llama2-7b", "llama2-70b", "gpt3-175b"])
-@pytest.mark.parametrize("rule", ["total", "model_states", "activations", "kv_cache"])
+@pytest.mark.parametrize("rule", TOP_LEVEL + EXTRA_RULES)
 def test_sweep_equals_exact_evaluation(lib, model, rule):
     rng = np.random.default_rng(7)
     base = Scenario.create(lib, model)

@@ -1,0 +1,442 @@
+"""``memform estimate`` without sympy: a compiled form of the library, kept in the cache.
+
+Importing sympy takes longer than an interactive answer should, so the common path of
+``memform estimate`` does not.  When the library is resolved (with sympy) its rules are
+also written out as a compiled form: plain data that this module evaluates with exact
+:class:`fractions.Fraction` arithmetic, rule by rule, as :meth:`engine.model.Scenario._value`
+does with sympy.  The formula column of the table is rendered with sympy the first time
+a combination of options and sizes is estimated and kept beside it; ``micro_batch`` and
+``seq_len`` stay symbolic in it, so other workloads reuse it.
+
+Both files carry the hash of the rule files, the grammar and the engine's source in their
+names and inside (:func:`engine.cache.fingerprint`); anything stale, unreadable or of
+another format is ignored.  The fast path answers only when it can answer exactly as the
+full path would: on anything else (an unknown name, a bad value, a rule file of the user's
+own, a Hugging Face config, an undefined value, a missing formula) it returns ``None`` and
+the full path answers, with its errors.  ``tests/test_fast.py`` checks the two agree.
+
+Text from the command line reaches Python only through the lark grammar of the rule
+language; nothing is evaluated.
+"""
+from __future__ import annotations
+
+import math
+import os
+import pickle
+import tempfile
+from fractions import Fraction
+from pathlib import Path
+
+from .cache import cache_dir, fingerprint, prune
+from .paths import data_path, grammar_path
+from .report import SHOWN_INPUTS, TOP_LEVEL, Report, extra_rules
+from .units import BYTE_UNITS, UNITS
+
+#: the layout of the compiled form; a file of another format is ignored
+FORMAT = 1
+#: the most combinations of options whose formula column is kept
+MAX_FORMULAS = 1000
+#: the most bits an exact value may have (as :data:`engine.model.MAX_BITS`)
+MAX_BITS = 100_000
+
+
+class Unsupported(Exception):
+    """The fast path cannot answer exactly as the full path would; the full path answers."""
+
+
+# ---------------------------------------------------------------- files
+def _key() -> str | None:
+    if os.environ.get("MEMFORM_NO_CACHE"):
+        return None
+    return fingerprint(data_path("formulas"), grammar_path())
+
+
+def _path(kind: str, key: str) -> Path:
+    return cache_dir() / f"{kind}-{key}.pickle"
+
+
+def _read(kind: str, key: str):
+    try:
+        with _path(kind, key).open("rb") as f:
+            stored = pickle.load(f)
+        if stored["format"] == FORMAT and stored["key"] == key:
+            return stored
+    except Exception:  # missing, truncated, corrupt or from another version: not trusted
+        pass
+    return None
+
+
+def _write(kind: str, key: str, data: dict) -> None:
+    path = _path(kind, key)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{kind}-")
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(dict(data, format=FORMAT, key=key), f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+    except OSError:  # a read-only home is no reason to fail
+        return
+    prune(kind, key)
+
+
+# ---------------------------------------------------------------- compiling (full path, with sympy)
+def ensure(library, key: str) -> None:
+    """Write the compiled form of ``library`` (the shipped one, hashed ``key``) unless it exists."""
+    if _read("compiled", key) is None:
+        _write("compiled", key, compile_library(library))
+
+
+def compile_library(lib) -> dict:
+    """The plain-data form of a resolved library: what validating values and evaluating
+    rules need, with each rule's expression as a tree of tuples."""
+    from .estimate import components
+    from .model import Scenario
+    inputs = {n: (UNITS[d.unit][0], d.integer, _fraction(d.lower), d.lower_strict, _fraction(d.upper))
+              for n, d in lib.inputs.items()}
+    options = {n: (tuple(d.choices), d.numeric) for n, d in lib.options.items()}
+    rules = {n: (UNITS[d.unit][0], UNITS[d.unit][1], _tree(lib, n)) for n, d in lib.rules.items()}
+    defaults = {}
+    for name, decl in lib.inputs.items():
+        if decl.default is not None:
+            defaults[name] = _plain(lib.check_value(name, decl.default, decl.span))
+    for name, decl in lib.options.items():
+        defaults[name] = decl.default
+    presets = {key: tuple((n, _plain(lib.check_value(n, v, span))) for n, v, span in p.settings)
+               for key, p in lib.presets.items()}
+    return {"inputs": inputs, "options": options, "rules": rules, "defaults": defaults,
+            "presets": presets, "components": components(Scenario(lib)) if "total" in lib.rules else []}
+
+
+def _fraction(value):
+    return None if value is None else Fraction(int(value.p), int(value.q))
+
+
+def _plain(value):
+    """A validated value as plain data: a choice name stays a str, a number is a Fraction."""
+    return value if isinstance(value, str) else _fraction(value)
+
+
+def _tree(lib, name: str) -> tuple:
+    import sympy
+    from .rules import At
+    inputs = {s: n for n, s in lib._input_syms.items()}
+    inputs.update({s: n for n, s in lib._option_syms.items()})
+    rules = {sympy.Symbol(d): d for d in lib.deps[name]}
+    relations = {sympy.Eq: "==", sympy.Ne: "!=", sympy.Lt: "<", sympy.Le: "<=", sympy.Gt: ">",
+                 sympy.Ge: ">="}
+    nary = {sympy.Add: "+", sympy.Mul: "*", sympy.Max: "max", sympy.Min: "min", sympy.And: "and",
+            sympy.Or: "or"}
+
+    def walk(e) -> tuple:
+        if e.is_Rational:
+            return ("n", Fraction(int(e.p), int(e.q)))
+        if e is sympy.true or e is sympy.false:
+            return ("b", bool(e))
+        if isinstance(e, sympy.Symbol):
+            if e in inputs:
+                return ("v", inputs[e])
+            if e in rules:
+                return ("r", rules[e])
+            return ("?", str(e))  # not resolvable: the full path reports it
+        if type(e) in nary:
+            return (nary[type(e)], *map(walk, e.args))
+        if type(e) in relations:
+            return (relations[type(e)], walk(e.lhs), walk(e.rhs))
+        if isinstance(e, sympy.Not):
+            return ("not", walk(e.args[0]))
+        if isinstance(e, sympy.Pow) and e.exp.is_Integer:
+            return ("^", walk(e.base), int(e.exp))
+        if isinstance(e, (sympy.ceiling, sympy.floor)):
+            return ("ceil" if isinstance(e, sympy.ceiling) else "floor", walk(e.args[0]))
+        if isinstance(e, sympy.Piecewise):
+            return ("if", *((walk(c), walk(v)) for v, c in e.args))
+        if isinstance(e, At):
+            flat = e.args[1:]
+            return ("@", e.args[0].name, tuple((inputs[k], walk(v)) for k, v in zip(flat[::2], flat[1::2])))
+        return ("?", str(e))  # nan, an irrational power, log2 ...: the full path answers
+
+    return walk(lib.lowered[name])
+
+
+# ---------------------------------------------------------------- evaluating
+class _Evaluator:
+    """The rules of a compiled library over one set of values (a memo per binding)."""
+
+    def __init__(self, rules: dict, env: dict, pins: dict):
+        self.rules, self.env, self.pins, self.memo = rules, env, pins, {}
+
+    def rule(self, name: str) -> Fraction:
+        if name in self.pins:
+            return self.pins[name]
+        value = self.memo.get(name)
+        if value is None:
+            value = self.memo[name] = self.value(self.rules[name][2])
+        return value
+
+    def value(self, t: tuple):
+        op = t[0]
+        if op == "n" or op == "b":
+            return t[1]
+        if op == "v":
+            try:
+                return self.env[t[1]]
+            except KeyError:
+                raise Unsupported(f"no value for '{t[1]}'") from None
+        if op == "r":
+            return self.rule(t[1])
+        if op == "+":
+            return sum((self.value(a) for a in t[1:]), Fraction(0))
+        if op == "*":
+            out = Fraction(1)
+            for a in t[1:]:
+                out *= self.value(a)
+            return out
+        if op == "^":
+            base, exp = self.value(t[1]), t[2]
+            if base == 0 and exp < 0:
+                raise Unsupported("division by zero")
+            return Fraction(base) ** exp
+        if op == "if":
+            for cond, value in t[1:]:
+                if self.value(cond):
+                    return self.value(value)
+            raise Unsupported("no branch applies")
+        if op == "==":
+            return self.value(t[1]) == self.value(t[2])
+        if op == "!=":
+            return self.value(t[1]) != self.value(t[2])
+        if op == "<":
+            return self.value(t[1]) < self.value(t[2])
+        if op == "<=":
+            return self.value(t[1]) <= self.value(t[2])
+        if op == ">":
+            return self.value(t[1]) > self.value(t[2])
+        if op == ">=":
+            return self.value(t[1]) >= self.value(t[2])
+        if op == "and":
+            return all(self.value(a) for a in t[1:])
+        if op == "or":
+            return any(self.value(a) for a in t[1:])
+        if op == "not":
+            return not self.value(t[1])
+        if op == "max":
+            return max(self.value(a) for a in t[1:])
+        if op == "min":
+            return min(self.value(a) for a in t[1:])
+        if op == "ceil":
+            return Fraction(math.ceil(self.value(t[1])))
+        if op == "floor":
+            return Fraction(math.floor(self.value(t[1])))
+        if op == "@":  # target[k = v, ...]: the target with some names rebound, in a fresh memo
+            env = dict(self.env)
+            env.update({k: self.value(v) for k, v in t[2]})
+            return _Evaluator(self.rules, env, self.pins).rule(t[1])
+        raise Unsupported(f"cannot evaluate {t[1] if op == '?' else op!r} without sympy")
+
+
+def evaluate(compiled: dict, values: dict, names) -> dict[str, Fraction]:
+    """The exact values of rules ``names`` under ``values`` (choice names and Fractions)."""
+    options = compiled["options"]
+    env, pins = {}, {}
+    for name, value in values.items():
+        if name in options:
+            choices, numeric = options[name]
+            env[name] = Fraction(int(value) if numeric else choices.index(value))
+        elif name in compiled["rules"]:
+            pins[name] = value
+        else:
+            env[name] = value
+    ev = _Evaluator(compiled["rules"], env, pins)
+    out = {}
+    for name in names:
+        value = Fraction(ev.rule(name))
+        if max(value.numerator.bit_length(), value.denominator.bit_length()) > MAX_BITS:
+            raise Unsupported(f"'{name}' is too large")
+        out[name] = value
+    return out
+
+
+# ---------------------------------------------------------------- values from the command line
+def parse_value(text: str):
+    """A ``--set`` value through the rule language's grammar: a choice name (str) or an
+    exact number with its power of bytes, ``(Fraction, dim)``; only constant arithmetic."""
+    from lark import Transformer, v_args
+    from lark.exceptions import LarkError
+
+    @v_args(inline=True)
+    class Constant(Transformer):
+        def __default__(self, data, children, meta):
+            raise Unsupported(f"'{data}' in a value")
+
+        def quantity(self, number, unit):
+            value = Fraction(str(number))
+            return (value, 0) if unit is None else (value * BYTE_UNITS[str(unit)], 1)
+
+        def name(self, tok):
+            return str(tok)
+
+        def add(self, a, b):
+            return _same(a, b, a[0] + b[0])
+
+        def sub(self, a, b):
+            return _same(a, b, a[0] - b[0])
+
+        def mul(self, a, b):
+            return (_num(a)[0] * _num(b)[0], a[1] + b[1])
+
+        def div(self, a, b):
+            if _num(b)[0] == 0:
+                raise Unsupported("division by zero")
+            return (_num(a)[0] / b[0], a[1] - b[1])
+
+        def neg(self, a):
+            return (-_num(a)[0], a[1])
+
+        def pow(self, a, b):
+            if _num(b)[1] != 0 or b[0].denominator != 1 or abs(b[0]) > 64 or (_num(a)[0] == 0 and b[0] < 0):
+                raise Unsupported("a power the full path checks")
+            return (a[0] ** int(b[0]), a[1] * int(b[0]))
+
+    if len(text) > 10_000:
+        raise Unsupported("too long")
+    try:
+        return Constant().transform(_parser().parse(text, start="expr"))
+    except Unsupported:
+        raise
+    except LarkError as exc:  # a syntax error, or Unsupported wrapped by the transformer
+        raise Unsupported(str(exc)) from None
+
+
+def _num(x):
+    if isinstance(x, str):
+        raise Unsupported("a name in arithmetic")
+    return x
+
+
+def _same(a, b, value):
+    if _num(a)[1] != _num(b)[1]:
+        raise Unsupported("bytes mixed with plain numbers")
+    return (value, a[1])
+
+
+_PARSER = None
+
+
+def _parser():
+    global _PARSER
+    if _PARSER is None:
+        from .paths import lark_parser
+        _PARSER = lark_parser()
+    return _PARSER
+
+
+def validate(compiled: dict, name: str, value):
+    """``value`` for ``name`` as the full path's :func:`engine.values.validate` returns it,
+    when that accepts it; anything it would refuse raises :class:`Unsupported`."""
+    if name in compiled["options"]:
+        choices, _ = compiled["options"][name]
+        if isinstance(value, tuple):
+            number, dim = value
+            value = str(number.numerator) if dim == 0 and number.denominator == 1 else None
+        if value not in choices:
+            raise Unsupported(f"not a choice of '{name}'")
+        return value
+    if isinstance(value, str):
+        raise Unsupported(f"'{name}' takes a number")
+    number, dim = value
+    if name in compiled["inputs"]:
+        want, integer, lower, strict, upper = compiled["inputs"][name]
+        if dim != want and not (want == 1 and dim == 0):
+            raise Unsupported("unit")
+        if integer and number.denominator != 1:
+            raise Unsupported("not whole")
+        if lower is not None and not (number > lower if strict else number >= lower):
+            raise Unsupported("below the domain")
+        if upper is not None and not number <= upper:
+            raise Unsupported("above the domain")
+        return number
+    if name in compiled["rules"]:
+        want, integer, _ = compiled["rules"][name]
+        if dim != want and not (want == 1 and dim == 0):
+            raise Unsupported("unit")
+        if (integer and number.denominator != 1) or number < 0:
+            raise Unsupported("not a valid pin")
+        return number
+    raise Unsupported(f"unknown name '{name}'")  # the full path says which names are close
+
+
+def _setting(compiled: dict, text: str):
+    if "=" not in text:
+        raise Unsupported("no '='")
+    name, raw = (p.strip() for p in text.split("=", 1))
+    if not raw:
+        raise Unsupported("no value")
+    return name, validate(compiled, name, parse_value(raw))
+
+
+# ---------------------------------------------------------------- the estimate
+def report(args) -> Report | None:
+    """The estimate the full path would print for these arguments, or None when this path
+    cannot give it (then nothing has been printed and no error raised)."""
+    if getattr(args, "rules", None):
+        return None
+    key = _key()
+    if key is None:
+        return None
+    compiled = _read("compiled", key)
+    if compiled is None:
+        return None
+    try:
+        values = _values(compiled, args)
+        names = ([n for n in TOP_LEVEL if n in compiled["rules"]]
+                 + extra_rules(values, compiled["rules"]) + ["n_params"])
+        exact = evaluate(compiled, values, names + list(compiled["components"]))
+        rules = {n: exact[n] for n in names}
+        parts = {n: exact[n] for n in compiled["components"]}
+        formulas = {}
+        if not args.json:
+            stored = _read("formulas", key)
+            formulas = stored and stored["formulas"].get(_formula_key(values))
+            if formulas is None:
+                return None
+    except Unsupported:
+        return None
+    return Report(args.model, args.gpu, values, rules, parts, values.get("capacity"), formulas)
+
+
+def _values(compiled: dict, args) -> dict:
+    """The scenario's values, in the order :meth:`engine.model.Scenario.create` sets them."""
+    model, gpu, capacity = args.model, args.gpu, args.capacity
+    if gpu and capacity:
+        raise Unsupported("--gpu and --capacity")
+    if model.endswith(".json") or Path(model).is_file():
+        raise Unsupported("a config file")
+    sets = dict(_setting(compiled, text) for text in args.sets)
+    if capacity:
+        sets["capacity"] = _setting(compiled, f"capacity={capacity}")[1]
+    values = dict(compiled["defaults"])
+    for kind, name in (("model", model), ("gpu", gpu)):
+        if name is not None:
+            if (kind, name) not in compiled["presets"]:
+                raise Unsupported(f"unknown {kind}")
+            values.update(compiled["presets"][(kind, name)])
+    values.update(sets)
+    return values
+
+
+def _formula_key(values: dict) -> tuple:
+    """The formula column depends on every value but the workload's (kept symbolic)."""
+    return tuple(sorted((n, str(v)) for n, v in values.items() if n not in SHOWN_INPUTS))
+
+
+def remember(rep: Report) -> None:
+    """Keep the formula column of an estimate made by the full path, for the fast path."""
+    key = _key()
+    if key is None or not rep.formulas:
+        return
+    stored = _read("formulas", key) or {"formulas": {}}
+    formulas = stored["formulas"]
+    formulas[_formula_key(rep.values)] = dict(rep.formulas)
+    while len(formulas) > MAX_FORMULAS:
+        del formulas[next(iter(formulas))]
+    _write("formulas", key, {"formulas": formulas})

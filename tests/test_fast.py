@@ -1,0 +1,197 @@
+"""The sympy-free estimate path (engine.fast) answers exactly as the full path, or not at all."""
+import io
+import json
+import os
+import random
+import subprocess
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+import sympy
+
+from engine import fast
+from engine.cli import main
+from engine.errors import EngineError
+from engine.model import Scenario, parse_setting
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def compiled(lib):
+    return fast.compile_library(lib)
+
+
+def _random_values(lib, rng: random.Random) -> dict:
+    """Random option choices and workload sizes (some combinations are undefined: fine)."""
+    values = {name: rng.choice(decl.choices) for name, decl in lib.options.items()}
+    for name, choices in (("micro_batch", (1, 2, 3, 8, 32)), ("seq_len", (1, 511, 2048, 32768)),
+                          ("dp", (1, 2, 8, 64)), ("tp", (1, 2, 8)), ("pp", (1, 2, 4)),
+                          ("grad_accum", (1, 4)), ("pp_virtual", (1, 2))):
+        if name in lib.inputs:
+            values[name] = rng.choice(choices)
+    return values
+
+
+def _plain(values: dict) -> dict:
+    return {n: v if isinstance(v, str) else Fraction(int(v.p), int(v.q)) for n, v in values.items()}
+
+
+def test_every_rule_equals_the_exact_value(lib, compiled):
+    """Every rule of the library, for every model preset on random scenarios: the Fraction
+    value is the sympy value, and where the fast path declines, the full path has no number."""
+    models = [name for kind, name in lib.presets if kind == "model"]
+    assert len(models) >= 16
+    for model in models:
+        _compare_all_rules(lib, compiled, model)
+
+
+def _compare_all_rules(lib, compiled, model):
+    rng = random.Random(model)
+    answered = declined = 0
+    for _ in range(3):
+        scenario = Scenario.create(lib, model).with_values(**_random_values(lib, rng))
+        values = _plain(scenario.values)
+        for name in lib.rules:
+            try:
+                exact = scenario.evaluate(name)
+            except EngineError:
+                exact = None
+            try:
+                value = fast.evaluate(compiled, values, [name])[name]
+            except fast.Unsupported:
+                declined += 1
+                assert exact is None, f"{name}: the fast path declined a value the full path has"
+                continue
+            assert exact is not None, f"{name}: the fast path gave a value the full path refuses"
+            assert value == Fraction(int(exact.p), int(exact.q)), name
+            answered += 1
+    assert answered > 10 * declined  # the comparison is not vacuous
+
+
+SETTINGS = ["micro_batch=8", "seq_len=4096", "dp = 64", "zero_stage=3", "optimizer=adam8bit",
+            "capacity=80GB", "capacity=81559 MiB", "capacity=80e9", "n_params=70e9",
+            "alloc_margin=0.25", "seq_len=2^15", "capacity=(80 - 2) * 1GB", "micro_batch=-1",
+            "micro_batch=0", "micro_batch=1.5", "zero_stage=5", "zero_stage=adam", "optimizer=3",
+            "micro_btch=8", "bf16=3", "capacity=80", "micro_batch=80GB", "micro_batch=", "=4",
+            "seq_len=4096 tokens", "seq_len=max(1, 2)", "seq_len=1e400", "n_params=-5",
+            "n_params=0.5", "precision=bf16_mixed", "dp=2^0.5", "dp=4/2", "dp=0/1", "dp=1/0",
+            "micro_batch=10^10^10", "capacity=80GB + 1", "capacity=2GB * 3", "dp=3 B / 1 B"]
+
+
+#: valid settings outside the fast path's constant arithmetic (the full path answers them)
+DECLINED = {"capacity=80GB + 1", "seq_len=max(1, 2)"}
+
+
+@pytest.mark.parametrize("text", SETTINGS)
+def test_settings_are_validated_as_the_full_path_does(lib, compiled, text):
+    try:
+        expected = parse_setting(lib, text)
+    except EngineError:
+        expected = None
+    try:
+        got = fast._setting(compiled, text)
+    except fast.Unsupported:
+        assert expected is None or text in DECLINED, "declined a valid setting"
+        return
+    assert expected is not None, "accepted a setting the full path refuses"
+    name, value = expected
+    assert got == (name, value if isinstance(value, str) else Fraction(int(value.p), int(value.q)))
+
+
+COMMANDS = [
+    ["estimate", "llama2-7b", "--gpu", "h100-80g"],
+    ["estimate", "llama2-70b", "--set", "zero_stage=3", "--set", "dp=64", "--set", "micro_batch=2",
+     "--set", "seq_len=4096", "--gpu", "h100-80g"],
+    ["estimate", "llama2-70b", "--set", "n_params=70e9", "--capacity", "80GB", "--set", "zero_stage=2"],
+    ["estimate", "mixtral-8x7b", "--set", "offload=optimizer", "--set", "zero_stage=2", "--set", "dp=8"],
+    ["estimate", "llama2-7b", "--set", "convention=megatron", "--set", "recompute=full"],
+    ["estimate", "llama2-13b", "--set", "mode=infer", "--set", "micro_batch=16", "--set", "seq_len=8192"],
+    ["estimate", "deepseek-v3", "--set", "tp=8", "--set", "pp=8", "--set", "ep=8", "--set", "dp=32",
+     "--set", "zero_stage=1", "--gpu", "h100-80g"],
+]
+
+
+def _run(argv, monkeypatch, use_fast: bool) -> str:
+    if not use_fast:
+        monkeypatch.setattr(fast, "report", lambda args: None)
+    out = io.StringIO()
+    assert main(argv, out=out) == 0
+    monkeypatch.undo()
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("argv", COMMANDS, ids=lambda a: " ".join(a[1:4]))
+@pytest.mark.parametrize("as_json", [False, True], ids=["table", "json"])
+def test_cli_output_is_the_full_paths(argv, as_json, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("MEMFORM_NO_CACHE", raising=False)
+    argv = argv + (["--json"] if as_json else [])
+    full = _run(argv, monkeypatch, use_fast=False)  # also warms the cache
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("MEMFORM_NO_CACHE", raising=False)
+    answered = []
+    real = fast.report
+    monkeypatch.setattr(fast, "report", lambda args: answered.append(real(args)) or answered[-1])
+    quick = _run(argv, monkeypatch, use_fast=True)
+    assert answered and answered[0] is not None, "the fast path did not answer"
+    assert quick == full
+    if as_json:
+        assert json.loads(quick)["total_bytes"] > 0
+
+
+def test_estimate_does_not_import_sympy_with_a_warm_cache(tmp_path):
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path), PYTHONPATH=str(ROOT))
+    env.pop("MEMFORM_NO_CACHE", None)
+    probe = ("import sys, io; from engine.cli import main; out = io.StringIO(); "
+             "rc = main(sys.argv[1:], out=out); print(rc, 'sympy' in sys.modules, out.getvalue().count('\\n'))")
+    argv = ["estimate", "llama2-7b", "--gpu", "h100-80g", "--set", "zero_stage=3", "--set", "dp=8"]
+
+    def run(*extra):
+        done = subprocess.run([sys.executable, "-c", probe, *argv, *extra], env=env, cwd=tmp_path,
+                              capture_output=True, text=True, check=True)
+        return done.stdout.split()
+
+    assert run()[:2] == ["0", "True"]  # cold: the library is built (with sympy) and cached
+    rc, imported, lines = run()
+    assert (rc, imported) == ("0", "False") and int(lines) > 10
+    # another workload with the same options reuses the formula column; JSON needs none
+    assert run("--set", "micro_batch=4", "--set", "seq_len=8192")[:2] == ["0", "False"]
+    assert run("--set", "zero_stage=1", "--json")[:2] == ["0", "False"]
+
+
+def test_stale_or_corrupt_compiled_form_is_not_trusted(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("MEMFORM_NO_CACHE", raising=False)
+    argv = ["estimate", "llama2-7b", "--json"]
+    good = _run(argv, monkeypatch, use_fast=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    (path,) = (tmp_path / "memform").glob("compiled-*.pickle")
+    path.write_bytes(b"garbage")
+    assert fast.report(_args(argv)) is None  # ignored, not trusted
+    stored = {"format": fast.FORMAT, "key": "another", "rules": {}}
+    import pickle
+    path.write_bytes(pickle.dumps(stored))
+    assert fast.report(_args(argv)) is None
+    assert _run(argv, monkeypatch, use_fast=True) == good  # the full path answers and rewrites it
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert fast.report(_args(argv)) is not None
+
+
+def _args(argv):
+    from engine.cli import build_parser
+    return build_parser().parse_args(argv)
+
+
+def test_unsupported_expressions_are_declined_not_approximated(lib):
+    lib2 = type(lib)()
+    lib2.add_text('input x : count >= 1 = 2 "x"\nrule r : count = log2(x) "r"\nrule q : count = x * 2 "q"',
+                  "t.mem")
+    lib2.resolve()
+    compiled = fast.compile_library(lib2)
+    assert fast.evaluate(compiled, {"x": Fraction(4)}, ["q"]) == {"q": Fraction(8)}
+    with pytest.raises(fast.Unsupported):
+        fast.evaluate(compiled, {"x": Fraction(4)}, ["r"])
+    assert sympy.simplify(Scenario.create(lib2, values={"x": 4}).evaluate("r")) == 2

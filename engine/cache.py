@@ -96,8 +96,9 @@ def save(library) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".library-")
-        compiled = {k: v for k, v in library._compose_cache.items() if callable(v)}
-        for k in compiled:  # compiled numpy functions are rebuilt on demand, not stored
+        compiled = {k: v for k, v in library._compose_cache.items()
+                    if callable(v) or (isinstance(k, tuple) and k[0] == "memo")}
+        for k in compiled:  # compiled numpy functions and composition memos are not stored
             del library._compose_cache[k]
         try:
             with os.fdopen(fd, "wb") as f:

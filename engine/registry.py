@@ -216,7 +216,9 @@ class Library:
         if key in self._compose_cache:
             return self._compose_cache[key]
         pinned = dict(pins)
-        memo: dict[str, sympy.Expr] = {}
+        # the rules composed so far under these pins, shared by later calls (total, then
+        # model_states, reuse each other's parts); not written to the cache file
+        memo: dict[str, sympy.Expr] = self._compose_cache.setdefault(("memo", pins), {})
 
         sizes: dict[int, int] = {}
 

@@ -142,7 +142,7 @@ def main() -> int:
     load = [sys.executable, "-c", "import os, engine; lib = engine.load(); "
             "[lib.compose(r) for r in ('total', 'model_states', 'activations', 'kv_cache')]; os._exit(0)"]
     t_load = wall(load, repeat=3, env={"MEMFORM_NO_CACHE": "1"})  # from scratch: no cached library
-    t_sympy = wall([sys.executable, "-c", "import sympy"], repeat=3)
+    t_sympy = wall([sys.executable, "-c", "import os, sympy; os._exit(0)"], repeat=3)
     rows.append(("library load, cache cold: parse, resolve, compose", f"{t_load:.2f} s",
                  f"{t_sympy:.2f} s (import sympy)", f"{t_load / t_sympy:.1f}x", "python bench/run.py"))
 

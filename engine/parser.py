@@ -1,6 +1,7 @@
 """The grammar, loaded once, and the entry points that turn text into declarations.
 
-Only this module and :mod:`engine.transform` import lark.  Lark's exceptions never
+Only this module, :mod:`engine.transform`, :mod:`engine.paths` (which builds the parser)
+and :mod:`engine.fast` (which reads ``--set`` values with it) import lark.  Lark's exceptions never
 escape: syntax errors become :class:`~engine.errors.FormulaSyntaxError` with a location,
 the offending line and a caret.
 """

@@ -10,6 +10,8 @@ runs ``--steps`` training steps (forward, backward, AdamW step; the optimizer st
 from the first step on) and prints torch.cuda.max_memory_allocated of the last step next to
 memform's ``total`` with no CUDA context and no allocator margin (max_memory_allocated counts
 neither), and each component.  ``--layers`` shrinks the model (num_hidden_layers) to fit.
+``--device cpu`` runs the same step on the CPU with no measured peak: a dry run of the script
+(tests/test_measure.py runs it on a tiny config).
 """
 from __future__ import annotations
 
@@ -26,6 +28,8 @@ def main(argv=None) -> int:
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--layers", type=int, help="num_hidden_layers to build (default: the model's)")
     parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
+                        help="cpu: a dry run with no measured peak")
     args = parser.parse_args(argv)
 
     import torch
@@ -36,7 +40,8 @@ def main(argv=None) -> int:
     from engine.measure import PRECISIONS, _check_options, family_of, hf_config, prediction_scenario
     from engine.model import Scenario, parse_setting
 
-    if not torch.cuda.is_available():
+    cuda = args.device == "cuda"
+    if cuda and not torch.cuda.is_available():
         print("gpu_peak: no CUDA device", file=sys.stderr)
         return 2
     lib = engine.load()
@@ -64,7 +69,7 @@ def main(argv=None) -> int:
     dtype = getattr(torch, PRECISIONS[pred.option("precision")])
     attn = "eager" if pred.option("attention") == "eager" else "sdpa"
     torch.manual_seed(0)
-    with torch.device("cuda"):
+    with torch.device(args.device):
         model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attn, dtype=dtype)
     model.train()
     if pred.option("recompute") == "full":
@@ -72,27 +77,33 @@ def main(argv=None) -> int:
     optimizer = {"adamw": lambda p: torch.optim.AdamW(p, lr=1e-5),
                  "sgd_momentum": lambda p: torch.optim.SGD(p, lr=1e-5, momentum=0.9),
                  "sgd": lambda p: torch.optim.SGD(p, lr=1e-5)}[pred.option("optimizer")](model.parameters())
-    ids = torch.randint(0, config.vocab_size, (b, s), device="cuda")
+    ids = torch.randint(0, config.vocab_size, (b, s), device=args.device)
     for _ in range(args.steps):
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
+        if cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
         loss = model(input_ids=ids, labels=ids, use_cache=False).loss
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=False)  # keep the gradient buffers, as memform counts them
         del loss
-        torch.cuda.synchronize()
-    peak = torch.cuda.max_memory_allocated()
+        if cuda:
+            torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() if cuda else None
 
     print(f"{args.model} ({family}, {sum(p.numel() for p in model.parameters()):,} parameters): "
           f"b={b} s={s} {pred.option('precision')} {attn} recompute={pred.option('recompute')} "
-          f"optimizer={pred.option('optimizer')} on {torch.cuda.get_device_name()}")
+          f"optimizer={pred.option('optimizer')} on {torch.cuda.get_device_name() if cuda else 'the CPU'}")
+    print(f"  memform n_params          {int(pred.evaluate('n_params')):>16,}")
     for rule in ("weights", "grads", "optimizer_states", "activations", "logits"):
         print(f"  memform {rule:17} {int(pred.evaluate(rule)):>16,} B")
     total = int(pred.evaluate("total"))
     predicted_peak = int(pred.evaluate("peak"))  # the largest phase; gradients persist here
     print(f"  memform total             {total:>16,} B  (no CUDA context, no allocator margin)")
     print(f"  memform peak              {predicted_peak:>16,} B  (the largest phase of the step)")
+    if peak is None:
+        print("  max_memory_allocated      (not measured on the CPU)")
+        return 0
     print(f"  max_memory_allocated      {peak:>16,} B  ({100 * (total - peak) / peak:+.2f} % total, "
           f"{100 * (predicted_peak - peak) / peak:+.2f} % peak, memform vs measured)")
     return 0

@@ -88,6 +88,18 @@ def test_activations_with_sdpa_within_ten_percent(activation_table, capsys):
         assert abs(err) <= 0.10, (family, b, s, pred, meas)
 
 
+@pytest.mark.parametrize("precision, recompute", [("fp32", "none"), ("bf16", "full"), ("fp32", "full")])
+@pytest.mark.parametrize("family", sorted(CONFIGS))
+def test_activations_in_fp32_and_with_checkpointing_within_ten_percent(lib, config_files, family, precision,
+                                                                      recompute):
+    # with gradient checkpointing the forward keeps each layer's input, the final norm's
+    # tensors, the head's input and the fp32 logits (memform: stage_layer_activations + logits)
+    for b, s in ((1, 16), (4, 32)):
+        m = run_measure(lib, config_files[family], micro_batch=b, seq_len=s, precision=precision,
+                        recompute=recompute)
+        assert abs(m.error("saved_for_backward")) <= 0.10, (b, s, m.predicted, m.measured)
+
+
 def test_eager_attention_keeps_the_scores(lib, config_files):
     flash = run_measure(lib, config_files["llama"], micro_batch=2, seq_len=64, precision="bf16")
     eager = run_measure(lib, config_files["llama"], micro_batch=2, seq_len=64, precision="bf16", attention="eager")
@@ -149,3 +161,22 @@ def test_cli_calibrate_writes_the_file(config_files, tmp_path):
     code, out, err = cli("calibrate", str(config_files["gpt2"]), "--set", "precision=fp32", "--out", str(out_file))
     assert code == 0, err
     assert out_file.read_text().count("override rule") == 2
+
+
+def test_gpu_peak_script_dry_run_on_the_cpu(tmp_path):
+    """bench/gpu_peak.py compares peaks on a GPU; on the CPU it runs the same step as a dry run."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+    script = Path(__file__).resolve().parent.parent / "bench" / "gpu_peak.py"
+    done = subprocess.run([sys.executable, str(script), "llama2-7b", "--device", "cpu", "--layers", "2",
+                           "--set", "hidden_size=64", "--set", "num_attention_heads=4",
+                           "--set", "num_key_value_heads=2", "--set", "intermediate_size=96",
+                           "--set", "vocab_size=128", "--set", "micro_batch=2", "--set", "seq_len=16"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    built = int(re.search(r"\(llama, ([\d,]+) parameters\)", done.stdout).group(1).replace(",", ""))
+    predicted = int(re.search(r"memform n_params +([\d,]+)", done.stdout).group(1).replace(",", ""))
+    assert built == predicted  # torch's count of the model the script built
+    assert "memform peak" in done.stdout and "not measured on the CPU" in done.stdout

@@ -10,7 +10,7 @@ from typing import Mapping
 
 import sympy
 
-from .errors import MissingInputError, Span, UsageError
+from .errors import FormulaSyntaxError, MissingInputError, Span, UsageError
 from .parser import parse_value
 from .registry import Library
 from .rules import At, InputDecl, OptionDecl
@@ -26,7 +26,16 @@ def parse_setting(lib: Library, text: str) -> tuple[str, object]:
     value_span = Span("--set", 1, text.index("=") + 2, max(1, len(raw)), text)
     if name not in lib.decls:
         lib.check_value(name, None, name_span)  # raises the unknown-name error with a hint
-    value = parse_value(raw, "--set") if raw else None
+    try:
+        value = parse_value(raw, "--set") if raw else None
+    except FormulaSyntaxError as exc:  # locate it in the whole NAME=VALUE argument
+        start = text.index("=") + 1 + (len(text.split("=", 1)[1]) - len(text.split("=", 1)[1].lstrip()))
+        span = exc.span
+        hint = (exc.hint if "unexpected end" in exc.message else
+                "a value is a number with an optional byte unit (80GB, 81559 MiB, 70e9), a choice "
+                "name, or arithmetic on those (2^30, 80 * 1GB)")
+        raise FormulaSyntaxError(exc.message, Span("--set", 1, start + span.column, span.length, text),
+                                 hint=hint) from None
     if value is None:
         raise UsageError(f"'--set {text}' has no value", value_span)
     return name, lib.check_value(name, value, value_span)

@@ -134,3 +134,17 @@ def test_offload_reports_host_memory():
     assert code == 0
     assert data["rules"]["host_memory"] == 16 * 68_976_648_192 // 8
     assert data["rules"]["master"] == data["rules"]["optimizer_states"] == 0
+
+
+@pytest.mark.parametrize("arg, column, hint", [
+    ("capacity=80 GQ", 13, "a value is a number with an optional byte unit"),
+    ("micro_batch= 2 +", 17, "expected '(', '-', a name, a number"),
+])
+def test_set_syntax_errors_point_into_the_whole_argument(arg, column, hint):
+    code, out, err = run("estimate", "llama2-7b", "--set", arg)
+    assert code == 2 and out == ""
+    head, line, caret, hint_line = err.splitlines()
+    assert head.startswith(f"--set:1:{column}: ")
+    assert line.endswith(f"| {arg}")
+    assert caret.index("^") - caret.index("|") - 2 == column - 1
+    assert hint_line.startswith(f"hint: {hint}")

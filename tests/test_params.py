@@ -64,3 +64,21 @@ def test_pipeline_stage_holds_its_layers_and_the_larger_end(lib):
     layer = 4 * d * d + 3 * d * ff + 2 * d
     s = Scenario.create(lib, "llama2-7b", values={"pp": 4})
     assert s.evaluate("params_per_gpu") == 8 * layer + V * d + d
+
+
+def test_zero_shards_expert_states_over_their_own_data_parallel_ranks(lib):
+    """Mixtral 8x7B, ep = 8 inside dp = 64, ZeRO-1, mixed-precision AdamW (16 B per parameter).
+    Each GPU holds the dense part D and one of 8 experts per layer (E / 8) in bf16 weights and
+    gradients; the 12 B of master copy and Adam moments are sharded over the 64 ranks for D,
+    and for E / 8 over the 64 / 8 = 8 ranks that hold the same experts (DeepSpeed-MoE's
+    expert data-parallel group), i.e. 12 (D + E) / 64."""
+    experts = 32 * 8 * 3 * 4096 * 14336  # layers x experts x (gate, up, down) x hidden x inner
+    dense = PUBLISHED["mixtral-8x7b"] - experts
+    assert experts == 45_097_156_608
+    s = Scenario.create(lib, "mixtral-8x7b", values={"dp": 64, "ep": 8, "zero_stage": 1,
+                                                     "optimizer_step_bytes": 0})
+    held = dense + experts // 8
+    assert s.evaluate("weights") == 2 * held
+    assert s.evaluate("grads") == 2 * held
+    assert s.evaluate("master") + s.evaluate("optimizer_states") == 12 * (dense + experts) // 64
+    assert s.evaluate("model_states") == 4 * held + 12 * (dense + experts) // 64

@@ -195,3 +195,48 @@ def test_unsupported_expressions_are_declined_not_approximated(lib):
     with pytest.raises(fast.Unsupported):
         fast.evaluate(compiled, {"x": Fraction(4)}, ["r"])
     assert sympy.simplify(Scenario.create(lib2, values={"x": 4}).evaluate("r")) == 2
+
+
+def _option_settings(lib):
+    from hypothesis import strategies as st
+    names = sorted(lib.options)
+    return st.lists(st.sampled_from(names), max_size=6, unique=True).flatmap(
+        lambda chosen: st.tuples(*(st.sampled_from(lib.options[n].choices).map(lambda c, n=n: f"{n}={c}")
+                                   for n in chosen)))
+
+
+def test_random_command_lines_give_the_full_paths_json(lib, tmp_path_factory):
+    """Random presets, options and sizes on the command line: the fast path's JSON is the full
+    path's, byte for byte, whenever both answer (and the fast path answers most of them)."""
+    from hypothesis import HealthCheck, given, settings, strategies as st
+    models = sorted(name for kind, name in lib.presets if kind == "model")
+    cache = tmp_path_factory.mktemp("cache")
+    answered = []
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(model=st.sampled_from(models), options=_option_settings(lib),
+           sizes=st.lists(st.sampled_from(["micro_batch=4", "seq_len=8192", "dp=16", "tp=2", "pp=2",
+                                           "ep=2", "cp=2", "capacity=80GB", "n_params=7e9",
+                                           "alloc_margin=0.05", "seq_len=2^12"]), max_size=4))
+    def check(model, options, sizes):
+        argv = ["estimate", model, "--json"]
+        for text in (*options, *sizes):
+            argv += ["--set", text]
+        env = {"XDG_CACHE_HOME": str(cache)}
+        with pytest.MonkeyPatch.context() as mp:
+            for k, v in env.items():
+                mp.setenv(k, v)
+            mp.delenv("MEMFORM_NO_CACHE", raising=False)
+            args = _args(argv)
+            quick = fast.report(args)
+            mp.setattr(fast, "report", lambda args: None)
+            out, err = io.StringIO(), io.StringIO()
+            code = main(argv, out=out, err=err)
+        if quick is None:
+            return
+        answered.append(argv)
+        assert code == 0, err.getvalue()
+        assert json.dumps(quick.to_json(), indent=2) + "\n" == out.getvalue()
+
+    check()
+    assert len(answered) >= 20

@@ -401,6 +401,8 @@ def report(args) -> Report | None:
                 return None
     except Unsupported:
         return None
+    except (ArithmeticError, ValueError, TypeError, KeyError, IndexError, RecursionError):
+        return None  # whatever the cause, the full path answers, or reports the error
     return Report(args.model, args.gpu, values, rules, parts, values.get("capacity"), formulas)
 
 

@@ -50,3 +50,23 @@ def test_files_of_old_sources_are_pruned(tmp_path, monkeypatch):
     left = sorted(p.name for p in folder.glob("library-*.pickle"))
     assert lib._cache_path.name in left
     assert len(left) == 1 + cache.KEEP_OTHERS
+
+
+def test_corrupt_grammar_tables_are_rebuilt(tmp_path, monkeypatch):
+    from engine.paths import lark_parser
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("MEMFORM_NO_CACHE", raising=False)
+    lark_parser()
+    tables = tmp_path / "memform" / "grammar.lark-tables"
+    assert tables.stat().st_size > 0  # lark wrote its tables to the user cache directory
+    tables.write_bytes(b"not lark's tables")
+    assert lark_parser().parse("80 GB", start="expr").data == "quantity"
+    assert tables.read_bytes() != b"not lark's tables"  # rewritten
+
+
+def test_cache_off_writes_nothing(tmp_path, monkeypatch):
+    from engine.paths import lark_parser
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("MEMFORM_NO_CACHE", "1")
+    lark_parser()
+    assert not (tmp_path / "memform").exists()

@@ -18,11 +18,13 @@ import signal
 import sys
 import tempfile
 import time
+from fractions import Fraction
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import engine  # noqa: E402
+from engine import fast  # noqa: E402
 from engine.cli import main as cli_main  # noqa: E402
 from engine.errors import EngineError  # noqa: E402
 from engine.hfconfig import read_config  # noqa: E402
@@ -35,7 +37,9 @@ TOKENS = " ".join(text for _, text in LIBRARY).split()
 NAMES = sorted({t for t in TOKENS if t.isidentifier()})
 WEIRD = ["1e400", "nan", "inf", "-0", "1e-400", "__import__('os').system('true')", "lambda: 1",
          "80 GiB", "2^64", "10^10^10", "0x10", "１２", "∞", "", " ", "=", "true", "None", "S(\"1\")",
-         "micro_batch", "(1", "1)", "9" * 400, "-1", "0.5", "1/0", "0/0", "ceil(1.5)", "max(1)"]
+         "micro_batch", "(1", "1)", "9" * 400, "-1", "0.5", "1/0", "0/0", "ceil(1.5)", "max(1)",
+         "2GB * 3", "80 GB - 1 GB", "4/2", "-(2)", "2^-1", "0^-1", "3 B / 1 B", "adamw", "bf16",
+         "2^0.5", "1 GB / 0", "(((((1)))))", "1e9 B", "GB", "8 8", "3 + adamw"]
 
 
 class Timeout(Exception):
@@ -87,6 +91,11 @@ def random_config(rng: random.Random) -> str:
     return text
 
 
+def _plain(value):
+    """A validated value as the fast path has it: a choice name, or a Fraction."""
+    return value if isinstance(value, str) else Fraction(int(value.p), int(value.q))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--inputs", type=int, default=100_000)
@@ -94,6 +103,7 @@ def main() -> int:
     args = ap.parse_args()
     rng = random.Random(args.seed)
     lib = engine.load()
+    compiled = fast.compile_library(lib)
     signal.signal(signal.SIGALRM, _alarm)
     counts = {"random rule text": 0, "mutated library files": 0, "resolved mutations": 0,
               "--set values": 0, "config.json documents": 0, "command lines": 0}
@@ -125,7 +135,18 @@ def main() -> int:
                     trial.resolve()
                 elif kind == "--set values":
                     sample = f"{rng.choice(NAMES + ['bogus', ''])}={rng.choice(WEIRD + [str(rng.randint(-5, 10**6))])}"
-                    parse_setting(lib, sample)
+                    try:  # the sympy-free path must agree with the full one, or decline
+                        quick = fast._setting(compiled, sample)
+                    except fast.Unsupported:
+                        quick = None
+                    try:
+                        full = parse_setting(lib, sample)
+                    except EngineError:
+                        full = None
+                    if quick is not None and (full is None or quick != (full[0], _plain(full[1]))):
+                        escapes.append(f"fast path: {quick} but full path {full} for {sample!r}")
+                    if full is None:
+                        parse_setting(lib, sample)  # the error, checked below
                 elif kind == "config.json documents":
                     sample = random_config(rng)
                     path = tmp / "config.json"

@@ -32,3 +32,7 @@ def test_wheel_installs_and_estimates(tmp_path):
                              "import engine.parser as p; print(p.grammar_path())"],
                             capture_output=True, text=True, cwd=tmp_path).stdout
     assert "_data" in listed and str(ROOT) not in listed
+    # the formula reference carries the worked examples (docs/examples.toml ships in the wheel)
+    reference = subprocess.run([str(bin_dir / "memform"), "docs"], capture_output=True, text=True, cwd=tmp_path)
+    assert reference.returncode == 0, reference.stderr
+    assert "docs/examples.toml" in reference.stdout

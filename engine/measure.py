@@ -6,7 +6,10 @@ backward, optimizer step) and one inference forward with a KV cache, and records
 
 - parameter count and bytes, gradient bytes, optimizer-state bytes after one step;
 - bytes saved for backward (``torch.autograd.graph.saved_tensors_hooks``, de-duplicated by
-  storage, parameters left out), the logits tensor, the KV cache (``past_key_values``).
+  storage, parameters left out), the logits tensor, the KV cache (``past_key_values``);
+- the peak of a second training step: the most bytes of tensors alive at once, from the
+  profiler's memory timeline (``torch.profiler`` with ``profile_memory``), compared with the
+  rule ``peak`` (gradients kept between steps, as ``grad_lifetime = persistent``).
 
 Nothing here restates a memory formula: the prediction of every component is
 ``Scenario.evaluate`` of a library rule under the matching options.  torch and transformers
@@ -35,6 +38,7 @@ COMPONENTS = {
     "saved_for_backward": (("activations", "logits"), "train"),
     "logits_tensor": ("logits_tensor", "train"),
     "kv_cache": ("kv_cache", "infer"),
+    "peak": ("peak", "train"),
 }
 
 
@@ -166,7 +170,7 @@ def prediction_scenario(scenario, family: str):
     return scenario.with_values(**values)
 
 
-def _run(scenario, family: str) -> dict:
+def _run(scenario, family: str, peak: bool = True) -> dict:
     import torch
     import transformers
 
@@ -220,7 +224,20 @@ def _run(scenario, family: str) -> dict:
         opt.step()
         out["optimizer_states"] = sum(v.numel() * v.element_size() for state in opt.state.values()
                                       for v in state.values() if torch.is_tensor(v))
-    del result, opt
+    del result
+    # the peak of a second step, every state in place and the gradient buffers kept between
+    # steps (zero_grad(set_to_none=False): memform's grad_lifetime = persistent)
+    model.zero_grad(set_to_none=False)
+
+    def step():
+        loss = model(input_ids=ids, labels=ids, use_cache=False).loss
+        loss.backward()
+        if opt is not None:
+            opt.step()
+
+    if peak:
+        out["peak"] = _peak_bytes(torch, step)
+    del opt
     model.zero_grad(set_to_none=True)
     model.eval()  # noqa: eval-ok (torch.nn.Module.eval: inference mode, not Python eval)
     with torch.no_grad():
@@ -230,12 +247,32 @@ def _run(scenario, family: str) -> dict:
     return out
 
 
+def _peak_bytes(torch, step) -> int:
+    """The most bytes of CPU tensors alive at once while ``step()`` runs, from the profiler's
+    memory timeline (every allocation and free, with the tensors alive before it started).
+    On a GPU, torch.cuda.max_memory_allocated says the same (bench/gpu_peak.py)."""
+    import tempfile
+    from torch.profiler import ProfilerActivity, profile
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # export_memory_timeline is deprecated in favour of CUDA tools
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True,
+                     with_stack=True) as prof:
+            step()
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "timeline.json"
+            prof.export_memory_timeline(str(path), device="cpu")
+            _, sizes = json.loads(path.read_text())
+    return int(max(sum(row) for row in sizes))
+
+
 #: the largest model measure builds on the CPU (a training step needs about 16 bytes per parameter)
 MAX_PARAMS = 200_000_000
 
 
-def measure(scenario, config_path: str | None = None, max_params: int = MAX_PARAMS) -> Measurement:
-    """Measure the scenario's model and predict every component with memform."""
+def measure(scenario, config_path: str | None = None, max_params: int = MAX_PARAMS,
+            peak: bool = True) -> Measurement:
+    """Measure the scenario's model and predict every component with memform; ``peak``
+    also profiles a second training step for its peak (about half a second more)."""
     _require_torch()
     _check_options(scenario)
     n_params = int(scenario.evaluate("n_params"))
@@ -246,7 +283,7 @@ def measure(scenario, config_path: str | None = None, max_params: int = MAX_PARA
     family = family_of(scenario, config_path)
     pred = prediction_scenario(scenario, family)
     try:
-        measured = _run(pred, family)
+        measured = _run(pred, family, peak)
     except (RuntimeError, ValueError, TypeError, MemoryError) as exc:  # torch / transformers refused
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UsageError(f"building or running the {family} model failed: {first}",
@@ -256,6 +293,8 @@ def measure(scenario, config_path: str | None = None, max_params: int = MAX_PARA
                                                  "recompute", "optimizer")}
     m = Measurement(family, settings, measured)
     for component, (rules, mode) in COMPONENTS.items():
+        if component not in measured:
+            continue
         s = pred.with_values(mode=mode)
         if component == "logits_tensor":  # transformers returns the logits in the model's dtype
             s = s.with_values(logits_dtype=pred.option("precision"))
@@ -329,7 +368,7 @@ def calibrate(scenario, config_path: str | None = None, points=CALIBRATION_POINT
     layers = int(scenario.evaluate("num_hidden_layers"))
     rows, ys, used = [], [], []
     for b, s in points:
-        m = measure(scenario.with_values(micro_batch=b, seq_len=s), config_path)
+        m = measure(scenario.with_values(micro_batch=b, seq_len=s), config_path, peak=False)
         logits = int(prediction_scenario(scenario.with_values(micro_batch=b, seq_len=s), family)
                      .with_values(mode="train").evaluate("logits"))
         per_layer = (m.measured["saved_for_backward"] - logits) / layers

@@ -54,6 +54,7 @@ def estimate_json(model, gpu, values: Mapping, rules: Mapping, components: Mappi
         "inputs": {n: v if isinstance(v, str) else json_number(v) for n, v in sorted(values.items())},
         "capacity_bytes": None if capacity is None else whole_bytes(capacity),
         "fits": None if capacity is None else bool(total <= capacity),
+        "fits_at_peak": None if capacity is None or "peak" not in rules else bool(rules["peak"] <= capacity),
     }
 
 
@@ -97,7 +98,7 @@ class Report:
         rules = self.rules
         if "peak" in rules and rules["peak"] != total:
             console.print(f"peak of the step: {gb(rules['peak'])} GB ({gib(rules['peak'])} GiB) "
-                          "(rule peak: the largest phase, not every tensor at once)")
+                          "(rule peak: its largest phase; 'memform show peak' for the formula)")
         if "host_memory" in rules:
             host = rules["host_memory"]
             console.print(f"offloaded to CPU memory: {gb(host)} GB ({gib(host)} GiB) for this GPU's rank "
@@ -109,8 +110,14 @@ class Report:
         if self.capacity is not None:
             cap = self.capacity
             where = f"{self.gpu} ({gib(cap)} GiB)" if self.gpu else f"{gb(cap)} GB"
+            peak = rules.get("peak", total)
+            at_peak = ""
+            if peak > total:  # the step's peak is the binding figure
+                at_peak = (f"; at the step's peak {gb(cap - peak)} GB ({gib(cap - peak)} GiB) to spare"
+                           if peak <= cap else f"; but not at the step's peak, which needs "
+                           f"{gb(peak - cap)} GB ({gib(peak - cap)} GiB) more")
             if total <= cap:
-                console.print(f"fits {where}: {gb(cap - total)} GB ({gib(cap - total)} GiB) to spare")
+                console.print(f"fits {where}: {gb(cap - total)} GB ({gib(cap - total)} GiB) to spare{at_peak}")
             else:
                 console.print(f"does not fit {where}: needs {gb(total - cap)} GB ({gib(total - cap)} GiB) more")
 

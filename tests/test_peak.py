@@ -2,15 +2,23 @@
 from engine.model import Scenario
 
 
-def test_peak_is_the_sum_when_gradients_persist(lib):
-    s = Scenario.create(lib, "llama2-7b", values={"micro_batch": 4, "seq_len": 4096})
+def test_peak_is_the_sum_when_gradients_persist_and_the_loss_is_fused(lib):
+    s = Scenario.create(lib, "llama2-7b", values={"micro_batch": 4, "seq_len": 4096, "loss_kernel": "fused"})
     assert s.evaluate("peak") == s.evaluate("total")
+
+
+def test_unfused_loss_adds_two_logits_sized_gradients_at_the_start_of_backward(lib):
+    # PyTorch's log_softmax + nll_loss backward: the gradient of the log-probabilities and
+    # that of the logits, each b s V fp32 values: 2 x 4 x 4096 x 32000 x 4 B
+    s = Scenario.create(lib, "llama2-7b", values={"micro_batch": 4, "seq_len": 4096})
+    assert s.evaluate("peak") == s.evaluate("total") + 2 * 4 * 4096 * 32000 * 4
 
 
 def test_freed_gradients_leave_the_forward_peak(lib):
     # activations (73 GB) dwarf the gradients (13.5 GB): the forward phase is the peak,
     # and without persistent gradient buffers it holds everything but the gradients
-    s = Scenario.create(lib, "llama2-7b", values={"micro_batch": 4, "seq_len": 4096, "grad_lifetime": "step"})
+    s = Scenario.create(lib, "llama2-7b", values={"micro_batch": 4, "seq_len": 4096, "grad_lifetime": "step",
+                                                  "loss_kernel": "fused"})
     assert s.evaluate("peak") == s.evaluate("total") - s.evaluate("grads")
 
 

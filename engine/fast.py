@@ -397,7 +397,7 @@ def report(args) -> Report | None:
         if not args.json:
             stored = _read("formulas", key)
             formulas = stored and stored["formulas"].get(_formula_key(values))
-            if formulas is None:
+            if not formulas or any(n not in formulas for n in (*parts, "total")):
                 return None
     except Unsupported:
         return None

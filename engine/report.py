@@ -20,7 +20,7 @@ SHOWN_INPUTS = ("micro_batch", "seq_len")
 OPAQUE_RULES = ("n_params", "tensors") + TOP_LEVEL
 
 #: Rules an estimate reports beside the top-level ones, when the scenario calls for them.
-EXTRA_RULES = ("peak", "host_memory", "convention_total")
+EXTRA_RULES = ("peak", "host_memory", "nvme_storage", "convention_total")
 
 
 def whole_bytes(value) -> int:
@@ -101,8 +101,12 @@ class Report:
                           "(rule peak: its largest phase; 'memform show peak' for the formula)")
         if "host_memory" in rules:
             host = rules["host_memory"]
-            console.print(f"offloaded to CPU memory: {gb(host)} GB ({gib(host)} GiB) for this GPU's rank "
+            console.print(f"CPU memory for offloading: {gb(host)} GB ({gib(host)} GiB) for this GPU's rank "
                           "(rule host_memory; not in the GPU total)")
+        if "nvme_storage" in rules:
+            disk = rules["nvme_storage"]
+            console.print(f"offloaded to NVMe: {gb(disk)} GB ({gib(disk)} GiB) for this GPU's rank "
+                          "(rule nvme_storage; not in the GPU total)")
         if "convention_total" in rules:
             other = rules["convention_total"]
             console.print(f"{v['convention']} reports {gb(other)} GB ({gib(other)} GiB) per GPU "
@@ -129,6 +133,8 @@ def extra_rules(values: Mapping[str, object], rule_names) -> list[str]:
         out.append("peak")
     if "host_memory" in rule_names and values.get("offload", "none") != "none":
         out.append("host_memory")  # CPU bytes, not in the GPU total
+        if "nvme_storage" in rule_names and values.get("offload_device", "cpu") == "nvme":
+            out.append("nvme_storage")
     if "convention_total" in rule_names and values.get("convention", "memform") != "memform":
         out.append("convention_total")  # what the named tool reports
     return out

@@ -136,6 +136,20 @@ def test_offload_reports_host_memory():
     assert data["rules"]["master"] == data["rules"]["optimizer_states"] == 0
 
 
+def test_nvme_offload_moves_the_states_to_storage_and_keeps_pinned_buffers_in_cpu_memory():
+    # ZeRO-Infinity with everything offloaded to NVMe: per rank 16 bytes of optimizer side and
+    # 2 bytes of bf16 weights per parameter on NVMe; CPU memory holds DeepSpeed's default
+    # offload_param staging buffers, 5 x 1e8 elements of 2 bytes
+    code, out, _ = run("estimate", "llama2-70b", "--json", "--set", "zero_stage=3", "--set", "dp=8",
+                       "--set", "offload=optimizer_and_params", "--set", "offload_device=nvme",
+                       "--set", "optimizer_step_bytes=0")
+    data = json.loads(out)
+    assert code == 0
+    assert data["rules"]["nvme_storage"] == 18 * 68_976_648_192 // 8
+    assert data["rules"]["host_memory"] == 5 * 10**8 * 2
+    assert data["rules"]["weights"] == data["rules"]["master"] == data["rules"]["optimizer_states"] == 0
+
+
 @pytest.mark.parametrize("arg, column, hint", [
     ("capacity=80 GQ", 13, "a value is a number with an optional byte unit"),
     ("micro_batch= 2 +", 17, "expected '(', '-', a name, a number"),

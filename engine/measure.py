@@ -17,6 +17,7 @@ are optional (``pip install 'memform[torch]'``); without them ``measure`` is a c
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import warnings
 from dataclasses import dataclass, field
@@ -247,6 +248,23 @@ def _run(scenario, family: str, peak: bool = True) -> dict:
     return out
 
 
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Silence the C++ profiler's start and stop lines (written to file descriptor 2, past
+    Python); exceptions still propagate."""
+    import os
+    import sys
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def _peak_bytes(torch, step) -> int:
     """The most bytes of CPU tensors alive at once while ``step()`` runs, from the profiler's
     memory timeline (every allocation and free, with the tensors alive before it started).
@@ -255,8 +273,8 @@ def _peak_bytes(torch, step) -> int:
     from torch.profiler import ProfilerActivity, profile
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # export_memory_timeline is deprecated in favour of CUDA tools
-        with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True,
-                     with_stack=True) as prof:
+        with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True,
+                                      record_shapes=True, with_stack=True) as prof:
             step()
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / "timeline.json"

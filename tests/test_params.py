@@ -1,4 +1,6 @@
 """Parameter counts of the presets against published figures (not memform's own output)."""
+from fractions import Fraction
+
 import pytest
 
 from engine.model import Scenario
@@ -82,3 +84,18 @@ def test_zero_shards_expert_states_over_their_own_data_parallel_ranks(lib):
     assert s.evaluate("grads") == 2 * held
     assert s.evaluate("master") + s.evaluate("optimizer_states") == 12 * (dense + experts) // 64
     assert s.evaluate("model_states") == 4 * held + 12 * (dense + experts) // 64
+
+
+def test_expert_groups_with_tensor_parallel_attention_and_whole_experts(lib):
+    """Mixtral 8x7B with tp = 2 for the dense parts, experts whole (etp = 1) over ep = 8, dp = 8,
+    ZeRO-1. Megatron-Core groups the 2 x 8 ranks of a stage into 8 expert shards with
+    16 / 8 = 2 replicas each, so expert states are sharded 2 ways; DeepSpeed-MoE groups dp
+    alone (8 / 8 = 1 replica): expert states are not sharded. Dense states: over tp, then dp."""
+    experts = 32 * 8 * 3 * 4096 * 14336
+    dense = PUBLISHED["mixtral-8x7b"] - experts
+    base = {"tp": 2, "dp": 8, "ep": 8, "zero_stage": 1, "optimizer_step_bytes": 0}
+    for layout, expert_replicas in (("megatron", 2), ("deepspeed", 1)):
+        s = Scenario.create(lib, "mixtral-8x7b", values={**base, "expert_groups": layout})
+        states = s.evaluate("master") + s.evaluate("optimizer_states")
+        assert states == 12 * (Fraction(dense, 2 * 8) + Fraction(experts, 8 * expert_replicas)), layout
+        assert s.evaluate("weights") == 2 * (Fraction(dense, 2) + Fraction(experts, 8))

@@ -99,3 +99,13 @@ def test_expert_groups_with_tensor_parallel_attention_and_whole_experts(lib):
         states = s.evaluate("master") + s.evaluate("optimizer_states")
         assert states == 12 * (Fraction(dense, 2 * 8) + Fraction(experts, 8 * expert_replicas)), layout
         assert s.evaluate("weights") == 2 * (Fraction(dense, 2) + Fraction(experts, 8))
+
+
+def test_zero_shards_over_data_and_context_parallel_ranks(lib):
+    """Llama-2-7B on dp = 2 x cp = 4 ranks with ZeRO-1: the 8 ranks hold the same weights (each
+    a quarter of every sequence), and Megatron's distributed optimizer shards the 12 bytes per
+    parameter of master copy and Adam moments over all 8."""
+    p = PUBLISHED["llama2-7b"]
+    s = Scenario.create(lib, "llama2-7b", values={"dp": 2, "cp": 4, "zero_stage": 1, "optimizer_step_bytes": 0})
+    assert s.evaluate("master") + s.evaluate("optimizer_states") == 12 * p // 8
+    assert s.evaluate("weights") == s.evaluate("grads") == 2 * p

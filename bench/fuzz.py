@@ -18,7 +18,6 @@ import signal
 import sys
 import tempfile
 import time
-from fractions import Fraction
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -91,11 +90,6 @@ def random_config(rng: random.Random) -> str:
     return text
 
 
-def _plain(value):
-    """A validated value as the fast path has it: a choice name, or a Fraction."""
-    return value if isinstance(value, str) else Fraction(int(value.p), int(value.q))
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--inputs", type=int, default=100_000)
@@ -143,7 +137,7 @@ def main() -> int:
                         full = parse_setting(lib, sample)
                     except EngineError:
                         full = None
-                    if quick is not None and (full is None or quick != (full[0], _plain(full[1]))):
+                    if quick is not None and (full is None or quick != (full[0], fast._plain(full[1]))):
                         escapes.append(f"fast path: {quick} but full path {full} for {sample!r}")
                     if full is None:
                         parse_setting(lib, sample)  # the error, checked below

@@ -21,20 +21,22 @@ def parse_setting(lib: Library, text: str) -> tuple[str, object]:
     if "=" not in text:
         raise UsageError(f"'--set {text}' needs the form NAME=VALUE", Span("--set", 1, 1, len(text), text),
                          hint="e.g. --set micro_batch=8")
-    name, raw = (p.strip() for p in text.split("=", 1))
-    name_span = Span("--set", 1, 1, len(name) or 1, text)
-    value_span = Span("--set", 1, text.index("=") + 2, max(1, len(raw)), text)
+    name_part, raw_part = text.split("=", 1)
+    name, raw = name_part.strip(), raw_part.strip()
+    # where the name and the value start in the argument (0-based), past any spaces
+    name_at = len(name_part) - len(name_part.lstrip())
+    value_at = len(name_part) + 1 + len(raw_part) - len(raw_part.lstrip())
+    name_span = Span("--set", 1, name_at + 1, len(name) or 1, text)
+    value_span = Span("--set", 1, value_at + 1, max(1, len(raw)), text)
     if name not in lib.decls:
         lib.check_value(name, None, name_span)  # raises the unknown-name error with a hint
     try:
         value = parse_value(raw, "--set") if raw else None
-    except FormulaSyntaxError as exc:  # locate it in the whole NAME=VALUE argument
-        start = text.index("=") + 1 + (len(text.split("=", 1)[1]) - len(text.split("=", 1)[1].lstrip()))
-        span = exc.span
+    except FormulaSyntaxError as exc:  # located in the value: relocate it in the whole argument
         hint = (exc.hint if "unexpected end" in exc.message else
                 "a value is a number with an optional byte unit (80GB, 81559 MiB, 70e9), a choice "
                 "name, or arithmetic on those (2^30, 80 * 1GB)")
-        raise FormulaSyntaxError(exc.message, Span("--set", 1, start + span.column, span.length, text),
+        raise FormulaSyntaxError(exc.message, Span("--set", 1, value_at + exc.span.column, exc.span.length, text),
                                  hint=hint) from None
     if value is None:
         raise UsageError(f"'--set {text}' has no value", value_span)

@@ -34,6 +34,18 @@ def did_you_mean(name: str, known: Iterable[str]) -> str | None:
     return f"did you mean '{close[0]}'?" if close else None
 
 
+def printable(text: str) -> str:
+    """``text`` safe to print on a terminal: each control character (an escape sequence's
+    start, a carriage return ...) but the newline becomes '?', so carets stay aligned."""
+    return "".join(c if c.isprintable() or c == "\n" else "?" for c in text)
+
+
+def shown(text: str, limit: int = 60) -> str:
+    """User text as it may be echoed: cut to ``limit`` characters, non-printable ones escaped."""
+    cut = text if len(text) <= limit else text[:limit - 3] + "..."
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in cut)
+
+
 class EngineError(Exception):
     """Base class of every error memform reports to a user.
 
@@ -56,7 +68,7 @@ class EngineError(Exception):
             out.append(self.span.render())
         if self.hint:
             out.append(f"hint: {self.hint}")
-        return "\n".join(out)
+        return "\n".join(printable(part) for part in out)
 
     def __reduce__(self):
         return (self.__class__, (self.message, self.span, self.hint))

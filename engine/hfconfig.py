@@ -4,14 +4,36 @@ Each supported ``model_type`` maps its fields one-to-one (or by a documented ren
 the library's inputs and options.  Fields with no effect on memory (``rope_theta``,
 token ids ...) are listed as such; any other field is reported by name, never dropped
 silently.  A missing or mistyped field is an error naming the field and the file.
+
+The file is read as untrusted input: UTF-8, UTF-16 and UTF-32 are recognised (by their BOM or,
+without one, by the zero bytes of the first characters, as RFC 4627 describes); files over
+10 MiB, nesting deeper than 64 levels, duplicate keys, and numbers that are not finite or not
+below 2^63 are refused (floats are read exactly, as decimals); every value, derived ones
+included, goes through the library's validation; text echoed in a message is escaped and cut.
 """
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
+from decimal import Decimal
+from fractions import Fraction
+from itertools import accumulate
 from pathlib import Path
 
-from .errors import EngineError, Span, did_you_mean
+import sympy
+
+from .errors import (DomainError, EngineError, ResourceLimitError, SourceError, Span, UsageError, did_you_mean,
+                     shown)
+
+MAX_BYTES = 10 * 2**20  #: a config.json is a few kilobytes
+MAX_DEPTH = 64  #: nesting of objects and arrays
+MAX_NUMBER = 2**63  #: numbers must be below this in magnitude (64-bit integers)
+MAX_NUMBER_CHARS = 100  #: longer number literals are refused before they are converted
+MAX_PLACES = 64  #: decimal places of a float literal
+MAX_SHOWN = 60  #: characters of user text echoed in a message
+MAX_PATH_SHOWN = 255  #: characters of a path echoed (a longer one is cut)
+MAX_LINE = 200  #: a longer source line is not echoed under an error
 
 #: fields that change no memory figure (read, then reported as ignored)
 NO_MEMORY_EFFECT = {
@@ -61,9 +83,13 @@ FAMILIES = {
                         renames={"moe_intermediate_size": "moe_intermediate_size",
                                  "shared_expert_intermediate_size": "shared_expert_intermediate_size"},
                         defaults={"tie_word_embeddings": False}),
+    # DeepSeek-V2's router has no bias (topk_method greedy); V3's keeps e_score_correction_bias
+    "deepseek_v2": Family({"mlp": "swiglu", "norm": "rmsnorm", "attention_type": "mla", "router_bias": "false"},
+                          renames={"n_routed_experts": "num_experts"},
+                          defaults={"tie_word_embeddings": False, "q_lora_rank": 1536}),
     "deepseek_v3": Family({"mlp": "swiglu", "norm": "rmsnorm", "attention_type": "mla", "router_bias": "true"},
                           renames={"n_routed_experts": "num_experts"},
-                          defaults={"tie_word_embeddings": False}),
+                          defaults={"tie_word_embeddings": False, "q_lora_rank": 1536}),
     "gpt2": Family({"mlp": "gelu", "norm": "layernorm", "position_embedding": "learned",
                     "attention_bias": "true", "o_proj_bias": "true", "mlp_bias": "true",
                     "tie_word_embeddings": "true", "qkv_fused": "true", "gelu_kernel": "composite",
@@ -77,6 +103,11 @@ FAMILIES = {
 EXTRA = {"num_experts", "num_experts_per_tok", "n_shared_experts", "moe_intermediate_size",
          "shared_expert_intermediate_size", "first_k_dense_replace", "q_lora_rank", "kv_lora_rank",
          "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "attention_bias", "dropout"}
+#: what HF's null means where it is not "absent, derive it": q_lora_rank = None builds no query
+#: compression (q_proj is a plain hidden x heads * qk_head_dim matrix), the library's 0
+NULL_MEANS = {"q_lora_rank": 0}
+#: the smallest value of config fields that pin a rule (a rule itself is only non-negative)
+PINNED_MIN = {"num_key_value_heads": 1, "head_dim": 1, "moe_intermediate_size": 1}
 
 
 @dataclass(frozen=True)
@@ -86,17 +117,159 @@ class Config:
     path: str
     values: dict
     ignored: tuple  # fields with no memory effect
-    unknown: tuple  # fields memform does not understand
+    unknown: tuple  # fields memform does not understand (as they may be printed)
 
 
-def _span(text: str, path: str, key: str) -> Span | None:
-    needle = f'"{key}"'
-    pos = text.find(needle)
-    if pos < 0:
-        return Span(path, 1, 1, 1, text.splitlines()[0] if text else "")
-    line = text.count("\n", 0, pos) + 1
-    col = pos - (text.rfind("\n", 0, pos) + 1) + 1
-    return Span(path, line, col, len(needle), text.splitlines()[line - 1])
+def _json_shown(value) -> str:
+    """A parsed JSON value as it may be echoed (exact fractions as decimals)."""
+    if isinstance(value, str):
+        value = value[:MAX_SHOWN + 1]  # cut before encoding: the string may be megabytes
+    plain = json.dumps(value, ensure_ascii=False, default=lambda x: int(x) if x.denominator == 1 else float(x))
+    return shown(plain)
+
+
+@dataclass(frozen=True)
+class _Source:
+    """The decoded text of a config file and the name it is shown by, to locate errors."""
+
+    path: str
+    text: str
+
+    def span_at(self, pos: int, length: int = 1) -> Span:
+        start = self.text.rfind("\n", 0, pos) + 1
+        end = self.text.find("\n", pos)
+        line = self.text[start:end if end >= 0 else len(self.text)].removesuffix("\r")
+        if len(line) > MAX_LINE or not all(c.isprintable() or c == "\t" for c in line):
+            line = ""  # not echoed: the location and the message name the culprit
+        return Span(self.path, self.text.count("\n", 0, pos) + 1, pos - start + 1, length, line)
+
+    def span(self, key: str, nth: int = 0) -> Span | None:
+        """Where ``"key":`` appears (its ``nth`` occurrence), or None if it is not found as written."""
+        found = re.finditer(f'"{re.escape(key)}"\\s*:', self.text)
+        match = next((m for i, m in enumerate(found) if i == nth), None)
+        return self.span_at(match.start(), len(key) + 2) if match else None
+
+    def error(self, cls, message: str, key: str | None = None, nth: int = 0, hint: str | None = None):
+        """An error located at field ``key``, or naming the file where it cannot be located."""
+        span = self.span(key, nth) if key is not None else None
+        return cls(message if span else f"{self.path}: {message}", span, hint)
+
+
+@dataclass(frozen=True)
+class _Refused:
+    """A number the reader does not accept, kept until the error can name its field."""
+
+    text: str
+    reason: str
+
+
+def _int(text: str):
+    value = int(text) if len(text) <= MAX_NUMBER_CHARS else None  # int() of 4,301 digits raises
+    if value is None or abs(value) >= MAX_NUMBER:
+        return _Refused(text, "is too large (config.json numbers must be below 2^63)")
+    return value
+
+
+def _float(text: str):
+    """An exact Fraction of a float literal (``0.1`` is 1/10), or what refuses it."""
+    exponent = text.lower().partition("e")[2]
+    if len(text) > MAX_NUMBER_CHARS or len(exponent.lstrip("+-").lstrip("0")) > 6:
+        return _Refused(text, "is out of range")
+    number = Decimal(text)
+    if number.copy_abs() >= MAX_NUMBER:
+        return _Refused(text, "is too large (config.json numbers must be below 2^63)")
+    if number.as_tuple().exponent < -MAX_PLACES:
+        return _Refused(text, f"has more than {MAX_PLACES} decimal places")
+    return Fraction(number)
+
+
+def _constant(text: str):
+    return _Refused(text, "is not a finite number")
+
+
+def _refused(value) -> _Refused | None:
+    """The first refused number inside a parsed value, or None."""
+    if isinstance(value, _Refused):
+        return value
+    children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return next((bad for bad in map(_refused, children) if bad is not None), None)
+
+
+def _read(path: Path, name: str) -> _Source:
+    """The file's text, decoded by its BOM or its leading zero bytes (UTF-8, -16, -32)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise UsageError(f"cannot read '{name}': {exc.strerror or type(exc).__name__}") from None
+    except ValueError:  # a NUL character in the path
+        raise UsageError(f"cannot read '{name}': the path contains a NUL character") from None
+    if len(data) > MAX_BYTES:
+        raise ResourceLimitError(f"{name}: larger than {MAX_BYTES // 2**20} MiB; a config.json is a few kilobytes")
+    encoding = json.detect_encoding(data)
+    try:
+        return _Source(name, data.decode(encoding))
+    except UnicodeDecodeError as exc:
+        where = _Source(name, data.decode(encoding, "replace"))
+        pos = len(data[:exc.start].decode(encoding, "replace"))
+        raise SourceError(f"not valid {encoding.upper().removesuffix('-SIG')} text: {exc.reason} "
+                          f"(byte {exc.start})", where.span_at(pos),
+                          hint="save the file as UTF-8 (UTF-16 and UTF-32 are read too)") from None
+
+
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def _max_depth(text: str) -> int:
+    """How deeply objects and arrays nest (brackets inside strings do not count)."""
+    outside = re.sub(r'"[^"\\]*(?:\\.[^"\\]*)*"', "", text)
+    brackets = re.sub(r"[^\[\]{}]+", "", outside)
+    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0)
+
+
+def _parse(src: _Source) -> dict:
+    depth = _max_depth(src.text)
+    if depth > MAX_DEPTH:
+        raise ResourceLimitError(f"{src.path}: objects and arrays nest {depth} levels deep; "
+                                 f"the limit is {MAX_DEPTH}")
+
+    def unique(pairs):
+        obj = {}
+        for key, value in pairs:
+            if key in obj:
+                raise src.error(SourceError, f"duplicate key '{shown(key)}' (JSON readers differ on which "
+                                "one counts)", key, nth=1, hint="keep one of them")
+            obj[key] = value
+        return obj
+
+    try:
+        data = json.loads(src.text, object_pairs_hook=unique, parse_int=_int, parse_float=_float,
+                          parse_constant=_constant)
+    except json.JSONDecodeError as exc:
+        raise SourceError(f"not valid JSON: {exc.msg.lower()}", src.span_at(exc.pos)) from None
+    except RecursionError:  # not reached below MAX_DEPTH; kept as a guard
+        raise ResourceLimitError(f"{src.path}: objects and arrays nest too deeply") from None
+    if not isinstance(data, dict):
+        raise SourceError(f"{src.path}: a config.json holds one JSON object")
+    return data
+
+
+def _load(path: str | Path) -> tuple[_Source, dict]:
+    """The text and the JSON object of a config file, every check of the file's form made."""
+    path = Path(path)
+    src = _read(path, shown(str(path), MAX_PATH_SHOWN))
+    data = _parse(src)
+    for key, raw in data.items():
+        bad = _refused(raw)
+        if bad is not None:
+            raise src.error(DomainError, f"field '{shown(key)}': {shown(bad.text)} {bad.reason}", key)
+    return src, data
+
+
+def read_json(path: str | Path) -> dict:
+    """The JSON object of a config file, read with the checks of :func:`read_config`
+    (encoding, size, depth, duplicate keys, numbers; floats as exact Fractions)."""
+    return _load(path)[1]
 
 
 def read_config(path: str | Path, library) -> Config:
@@ -112,28 +285,19 @@ def read_config(path: str | Path, library) -> Config:
     'swiglu'
     >>> os.unlink(f.name)
     """
-    path = Path(path)
-    shown = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise EngineError(f"cannot read config '{shown}': {exc.strerror}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        lines = text.splitlines() or [""]
-        raise EngineError(f"not valid JSON: {exc.msg.lower()}",
-                          Span(shown, exc.lineno, exc.colno, 1, lines[min(exc.lineno, len(lines)) - 1])) from None
-    if not isinstance(data, dict):
-        raise EngineError(f"{shown}: a config.json holds one JSON object")
-    model_type = data.get("model_type")
+    src, data = _load(path)
+    supported = "supported: " + ", ".join(sorted(FAMILIES))
+    if "model_type" not in data:
+        raise SourceError(f"{src.path}: missing field 'model_type'", hint=supported)
+    model_type = data["model_type"]
     if not isinstance(model_type, str) or model_type not in FAMILIES:
-        raise EngineError(f"{shown}: unsupported model_type {json.dumps(model_type)}",
-                          _span(text, shown, "model_type") if "model_type" in data else None,
-                          hint=(did_you_mean(str(model_type), FAMILIES) or "") +
-                          " supported: " + ", ".join(sorted(FAMILIES)))
+        short = isinstance(model_type, str) and len(model_type) <= MAX_SHOWN  # difflib is slow on megabytes
+        close = did_you_mean(model_type, FAMILIES) if short else None
+        raise src.error(DomainError, f"unsupported model_type {_json_shown(model_type)}", "model_type",
+                        hint=f"{close} {supported}" if close else supported)
     family = FAMILIES[model_type]
     values: dict = dict(family.fixed)
+    given: dict = {}  # library name -> the field that set it
     ignored, unknown = [], []
     for key, raw in data.items():
         name = family.renames.get(key, key)
@@ -141,54 +305,67 @@ def read_config(path: str | Path, library) -> Config:
             ignored.append(key)
             continue
         if name not in COMMON and name not in EXTRA and key not in family.renames:
-            unknown.append(key)
+            unknown.append(shown(key))
             continue
-        if raw is None:  # HF writes null for "derive it" (GPT-2 n_inner, q_lora_rank)
-            continue
-        values[name] = _convert(raw, name, key, library, text, shown)
+        if name in given:
+            raise src.error(SourceError, f"fields '{given[name]}' and '{key}' both set '{name}'", key,
+                            hint="keep one of them")
+        given[name] = key
+        raw = NULL_MEANS.get(name) if raw is None else raw
+        if raw is not None:  # HF writes null for "derive it" (GPT-2 n_inner, head_dim)
+            values[name] = _convert(raw, name, key, library, src)
     for name, default in family.defaults.items():
-        values.setdefault(name, "true" if default is True else "false" if default is False else default)
+        if name not in given:
+            values.setdefault(name, "true" if default is True else "false" if default is False
+                              else sympy.Integer(default))
     if model_type == "gpt2":
-        values.setdefault("intermediate_size", 4 * values.get("hidden_size", 0))
-        values.setdefault("max_position_embeddings", 1024)
-    if model_type == "deepseek_v3" and data.get("q_lora_rank") is None:
-        values["q_lora_rank"] = 0
+        if "hidden_size" in values:
+            values.setdefault("intermediate_size", 4 * values["hidden_size"])
+        values.setdefault("max_position_embeddings", sympy.Integer(1024))
     if model_type in ("llama", "mistral") and data.get("attention_bias") is True:
         values["o_proj_bias"] = "true"  # Llama's attention_bias covers q, k, v and o
-    if model_type == "mixtral" or (model_type in ("qwen2_moe", "deepseek_v3")):
+    if model_type in ("mixtral", "qwen2_moe", "deepseek_v2", "deepseek_v3"):
         if "moe_intermediate_size" not in values and "intermediate_size" in values:
             values["moe_intermediate_size"] = values["intermediate_size"]
     if model_type == "qwen2_moe" and data.get("mlp_only_layers"):
-        raise EngineError(f"{shown}: mlp_only_layers {data['mlp_only_layers']} (dense layers between "
-                          "MoE layers) is not supported", _span(text, shown, "mlp_only_layers"))
+        raise src.error(DomainError, f"mlp_only_layers {_json_shown(data['mlp_only_layers'])} (dense layers "
+                        "between MoE layers) is not supported", "mlp_only_layers")
     for key, step in (("decoder_sparse_step", 1), ("moe_layer_freq", 1)):
         if data.get(key, step) != step:
-            raise EngineError(f"{shown}: {key} = {data[key]} (MoE on every other layer) is not supported",
-                              _span(text, shown, key))
-    required = REQUIRED + family.required
-    for name in required:
+            raise src.error(DomainError, f"{key} = {_json_shown(data[key])} (MoE on every other layer) "
+                            "is not supported", key)
+    for name in REQUIRED + family.required:
         if name not in values:
             key = next((k for k, v in family.renames.items() if v == name), name)
-            raise EngineError(f"{shown}: missing field '{key}'", hint=f"a {model_type} config.json names it")
-    # every value must be valid for the library (domains, choices)
+            raise SourceError(f"{src.path}: missing field '{key}'", hint=f"a {model_type} config.json names it")
+    # every value, fixed and derived ones too, must be valid for the library (domains, choices)
     for name, value in values.items():
-        key = next((k for k, v in family.renames.items() if v == name), name)
-        library.check_value(name, value, _span(text, shown, key) if key in data else None)
-    return Config(shown, values, tuple(ignored), tuple(unknown))
+        values[name] = _check(library, name, value, src, given.get(name))
+    return Config(src.path, values, tuple(ignored), tuple(unknown))
 
 
-def _convert(raw, name, key, library, text, path):
-    import sympy
+def _convert(raw, name: str, key: str, library, src: _Source):
+    """The library's exact, validated value of field ``key`` (library name ``name``)."""
     decl = library.decls.get(name)
-    span = _span(text, path, key)
-    if isinstance(raw, bool):
-        return "true" if raw else "false"
     if decl is not None and decl.kind == "option":
-        raise EngineError(f"field '{key}' must be true or false, not {json.dumps(raw)}", span)
-    if isinstance(raw, int):
-        return sympy.Integer(raw)
-    if isinstance(raw, float):
-        from fractions import Fraction
-        f = Fraction(repr(raw))
-        return sympy.Rational(f.numerator, f.denominator)
-    raise EngineError(f"field '{key}' must be a number, not {json.dumps(raw)}", span)
+        if not isinstance(raw, bool):
+            raise src.error(DomainError, f"field '{key}' must be true or false, not {_json_shown(raw)}", key)
+        return _check(library, name, "true" if raw else "false", src, key)
+    if isinstance(raw, bool) or not isinstance(raw, (int, Fraction)):
+        raise src.error(DomainError, f"field '{key}' must be a number, not {_json_shown(raw)}", key)
+    value = sympy.Rational(raw.numerator, raw.denominator)
+    if name in PINNED_MIN and value < PINNED_MIN[name]:
+        raise src.error(DomainError, f"field '{key}' must be >= {PINNED_MIN[name]}, not {_json_shown(raw)}", key)
+    return _check(library, name, value, src, key)
+
+
+def _check(library, name: str, value, src: _Source, key: str | None):
+    """``library.check_value`` located at field ``key``; the file is named where the field is
+    not found as written (a derived value, a key spelled with escapes)."""
+    span = src.span(key) if key is not None else None
+    try:
+        return library.check_value(name, value, span)
+    except EngineError as exc:
+        if span is not None:
+            raise
+        raise type(exc)(f"{src.path}: {exc.message}", None, exc.hint) from None

@@ -78,7 +78,8 @@ def _require_torch():
 def family_of(scenario, config_path: str | None = None) -> str:
     """The transformers family a scenario's architecture is built as."""
     if config_path is not None:
-        data = json.loads(Path(config_path).read_text(encoding="utf-8"))
+        from .hfconfig import read_json
+        data = read_json(config_path)
         model_type = data.get("model_type")
         if model_type in ("llama", "mistral", "qwen2", "gemma"):
             model_type = "llama" if model_type in ("llama", "mistral") else model_type

@@ -1,12 +1,16 @@
 """Hugging Face config.json files: one-to-one mapping, exact counts, clear errors."""
 import io
 import json
+import tempfile
+import time
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from engine.cli import main
-from engine.errors import EngineError
+from engine.errors import DomainError, EngineError, ResourceLimitError, SourceError, UsageError
 from engine.hfconfig import read_config
 from engine.model import Scenario
 
@@ -21,6 +25,9 @@ PUBLISHED = {  # model cards / technical reports; the MoE figures counted by han
     "gemma-7b": 8_537_680_896,
     "gpt2": 124_439_808,
     "deepseek-v3": 671_026_419_200,
+    # model card: 15.7B total; transformers' DeepseekV2ForCausalLM built from this config on the
+    # meta device counts 15,706,484,224, as does the sum by hand in test_deepseek_v2_lite_by_hand
+    "deepseek-v2-lite": 15_706_484_224,
 }
 
 
@@ -111,3 +118,214 @@ def test_unknown_fields_are_reported_not_dropped(lib, tmp_path):
     assert "rope_scaling" in config.ignored
     code, _, err = run("estimate", str(tmp_path / "config.json"))
     assert code == 0
+
+
+# ---------------------------------------------------------------- DeepSeek MLA without query compression
+def test_deepseek_v2_lite_by_hand(lib):
+    # q_lora_rank null: q_proj is a plain 2048 x 16*(128+64) matrix. Per layer: attention
+    # 2048*3072 + 2048*(512+64) + 512 + 512*16*(128+128) + 16*128*2048 = 13,763,072; norms 4,096;
+    # layer 0 dense MLP 3*2048*10944 = 67,239,936; MoE layers 64 experts x 3*2048*1408 = 553,648,128,
+    # 2 shared (3*2048*2816 = 17,301,504), router 64*2048 = 131,072 (no bias in V2).
+    # 81,007,104 + 26 x 584,847,872 + 2 x 102400*2048 + 2,048 = 15,706,484,224.
+    # Active: 26 x (13,763,072 + 6 x 8,650,752 + 17,301,504 + 131,072 + 4,096) + 81,007,104
+    # + 419,430,400 + 2,048 = 2,661,150,208 (the card's 2.4B without the input embedding).
+    config = read_config(CONFIGS / "deepseek-v2-lite.json", lib)
+    assert config.values["q_lora_rank"] == 0 and config.values["router_bias"] == "false"
+    s = Scenario.create(lib, None, values=config.values)
+    assert s.evaluate("n_params") == 15_706_484_224
+    assert s.evaluate("n_params_active") == 2_661_150_208
+
+
+DEEPSEEK_V3 = json.loads((CONFIGS / "deepseek-v3.json").read_text())
+
+
+def test_deepseek_v3_null_q_lora_rank_is_a_plain_query_projection(lib, tmp_path):
+    # Moonlight / DeepSeek-V2-Lite style: q_lora_rank null. Per layer the query goes from
+    # 7168*1536 + 1536 + 1536*128*192 = 48,760,320 to 7168*128*192 = 176,160,768 parameters:
+    # 61 x 127,400,448 more than V3's 671,026,419,200 (transformers' meta-device count agrees
+    # once its 58 x 256 router-bias buffers are added)
+    config = read_config(write(tmp_path, {**DEEPSEEK_V3, "q_lora_rank": None}), lib)
+    assert Scenario.create(lib, None, values=config.values).evaluate("n_params") == 678_797_846_528
+
+
+def test_absent_q_lora_rank_is_transformers_default(lib, tmp_path):
+    data = {k: v for k, v in DEEPSEEK_V3.items() if k != "q_lora_rank"}  # DeepseekV3Config: 1536
+    config = read_config(write(tmp_path, data), lib)
+    assert config.values["q_lora_rank"] == 1536
+
+
+def test_gpt2_without_n_positions_defaults_to_1024(lib, tmp_path):
+    data = {k: v for k, v in json.loads((CONFIGS / "gpt2.json").read_text()).items() if k != "n_positions"}
+    config = read_config(write(tmp_path, data), lib)
+    assert Scenario.create(lib, None, values=config.values).evaluate("n_params") == PUBLISHED["gpt2"]
+
+
+# ---------------------------------------------------------------- hostile files
+LLAMA_TEXT = json.dumps(LLAMA, indent=1)
+
+
+def raises(lib, path, cls=EngineError):
+    """The error read_config gives, checked to name the file and to stay short and printable."""
+    with pytest.raises(cls) as info:
+        read_config(path, lib)
+    text = str(info.value)
+    assert len(text) < 1000 and all(c.isprintable() for c in text.replace("\n", ""))
+    return text
+
+
+@pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "utf-32",
+                                      "utf-32-le", "utf-32-be"])
+def test_utf16_and_utf32_are_read(lib, tmp_path, encoding):
+    path, plain = tmp_path / "config.json", tmp_path / "utf8.json"
+    path.write_bytes(LLAMA_TEXT.encode(encoding))
+    plain.write_bytes(LLAMA_TEXT.encode())
+    assert read_config(path, lib).values == read_config(plain, lib).values
+
+
+def test_bytes_that_are_not_utf8_are_a_located_error(lib, tmp_path):
+    path = write(tmp_path, None, text="")
+    path.write_bytes(LLAMA_TEXT.encode().replace(b'"llama"', b'"llam\xe9"'))  # Latin-1
+    text = raises(lib, path, SourceError)
+    line = next(i for i, l in enumerate(LLAMA_TEXT.splitlines(), 1) if "model_type" in l)
+    assert text.startswith(f"{path}:{line}:") and "not valid UTF-8 text" in text
+    path.write_bytes(LLAMA_TEXT.encode("utf-16-le")[:-1])  # odd length
+    assert "not valid UTF-16-LE text: truncated data" in raises(lib, path, SourceError)
+
+
+def test_deep_nesting_is_refused_before_parsing(lib, tmp_path):
+    deep = write(tmp_path, None, text='{"model_type": "llama", "x": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    assert "nest 100001 levels deep; the limit is 64" in raises(lib, deep, ResourceLimitError)
+    for depth, ok in ((63, True), (64, False)):  # inside the top-level object: 64 and 65 levels
+        nested = "[" * depth + "]" * depth
+        path = write(tmp_path, None, text=LLAMA_TEXT[:-1] + f', "task_specific_params": {nested}}}')
+        if ok:
+            assert "task_specific_params" in read_config(path, lib).ignored
+        else:
+            raises(lib, path, ResourceLimitError)
+
+
+def test_large_files_are_refused_quickly(lib, tmp_path):
+    path = write(tmp_path, {**LLAMA, "rope_scaling": "a" * (11 * 2**20)})
+    assert "larger than 10 MiB" in raises(lib, path, ResourceLimitError)
+
+
+def test_huge_model_type_is_fast_and_echoed_short(lib, tmp_path):
+    # a 9 MB model_type with control characters (C1 CSI, DEL, a bidi override) on a single line
+    path = write(tmp_path, None, text=json.dumps({**LLAMA, "model_type": "\u009b31m\u202e\x7f" + "a" * (9 * 2**20)},
+                                                 ensure_ascii=False))
+    start = time.perf_counter()
+    text = raises(lib, path, DomainError)
+    assert time.perf_counter() - start < 5
+    assert 'unsupported model_type "\\x9b31m\\u202e\\x7faaa' in text and "a" * 100 not in text
+
+
+@pytest.mark.parametrize("literal, says", [
+    ("NaN", "NaN is not a finite number"), ("Infinity", "Infinity is not a finite number"),
+    ("-Infinity", "-Infinity is not a finite number"),
+    ("1e400", "1e400 is too large"), ("9223372036854775808", "9223372036854775808 is too large"),
+    ("9" * 4301, "9999999999"), ("1e-400", "1e-400 has more than 64 decimal places"),
+    ("1e100000000", "1e100000000 is out of range")])
+@pytest.mark.parametrize("field", ["hidden_size", "rope_theta"])  # an input and a field without memory effect
+def test_numbers_that_do_not_fit_are_refused_by_field(lib, tmp_path, literal, says, field):
+    data = {**LLAMA, field: "LITERAL"}  # replaced by the literal as written, which json.dumps cannot write
+    path = write(tmp_path, None, text=json.dumps(data, indent=1).replace('"LITERAL"', literal))
+    start = time.perf_counter()
+    text = raises(lib, path, DomainError)
+    assert time.perf_counter() - start < 2
+    assert f"field '{field}': {says}" in text and str(path) in text
+
+
+def test_floats_are_read_as_exact_decimals(lib, tmp_path):
+    gpt2 = (CONFIGS / "gpt2.json").read_text().replace('"resid_pdrop":0.1', '"resid_pdrop":0.1000000000000000000001')
+    config = read_config(write(tmp_path, None, text=gpt2), lib)
+    assert config.values["dropout"] == Fraction(10**21 + 1, 10**22)  # a double would give 1/10
+
+
+def test_duplicate_keys_are_refused_by_name(lib, tmp_path):
+    text = LLAMA_TEXT.replace('"hidden_size": 4096,', '"hidden_size": 4096,\n "hidden_size": 8,')
+    path = write(tmp_path, None, text=text)
+    text = raises(lib, path, SourceError)
+    line = next(i for i, l in enumerate(path.read_text().splitlines(), 1) if l == ' "hidden_size": 8,')
+    assert text.startswith(f"{path}:{line}:2: duplicate key 'hidden_size'")
+
+
+def test_a_field_and_its_rename_are_refused(lib, tmp_path):
+    gpt2 = json.loads((CONFIGS / "gpt2.json").read_text())
+    text = raises(lib, write(tmp_path, {**gpt2, "hidden_size": 1024}), SourceError)
+    assert "fields 'n_embd' and 'hidden_size' both set 'hidden_size'" in text
+
+
+def test_paths_that_cannot_be_read(lib, tmp_path):
+    long = tmp_path / ("x" * 5000 + ".json")
+    text = raises(lib, long, UsageError)
+    assert text.startswith(f"cannot read '{tmp_path}/xxx") and text.endswith("...': File name too long")
+    assert raises(lib, tmp_path, UsageError) == f"cannot read '{tmp_path}': Is a directory"
+    assert raises(lib, str(tmp_path / "a\0b.json"), UsageError).endswith("the path contains a NUL character")
+    code, _, err = run("estimate", str(long))
+    assert code == 2 and len(err) < 1000
+
+
+@pytest.mark.parametrize("field, value, says", [
+    ("num_key_value_heads", 0, "field 'num_key_value_heads' must be >= 1, not 0"),
+    ("num_key_value_heads", -0.0, "field 'num_key_value_heads' must be >= 1, not 0"),
+    ("head_dim", 0, "field 'head_dim' must be >= 1, not 0"),
+    ("num_key_value_heads", True, "field 'num_key_value_heads' must be a number, not true"),
+    ("hidden_size", False, "field 'hidden_size' must be a number, not false"),
+    ("hidden_size", "4096", "field 'hidden_size' must be a number, not \"4096\""),
+    ("hidden_size", [4096], "field 'hidden_size' must be a number, not [4096]"),
+    ("hidden_size", {"a": 1}, "field 'hidden_size' must be a number, not {\"a\": 1}"),
+    ("hidden_size", -0.0, "'hidden_size' must be >= 1, not 0"),
+    ("tie_word_embeddings", 1, "field 'tie_word_embeddings' must be true or false, not 1")])
+def test_values_outside_the_domain_name_the_field(lib, tmp_path, field, value, says):
+    text = raises(lib, write(tmp_path, {**LLAMA, field: value}), DomainError)
+    assert says in text and text.startswith(str(tmp_path / "config.json"))
+
+
+# ---------------------------------------------------------------- mutation fuzz
+FIXTURES = {p.name: json.loads(p.read_text()) for p in sorted(CONFIGS.glob("*.json"))}
+ODD_VALUES = ["0", "-0.0", "-1", "0.5", "1e400", "-1e400", "1e-400", "NaN", "Infinity", "-Infinity", "9" * 4301,
+              "9223372036854775808", "1e100000000", "true", "false", "null", '"8"', '""', "[]", "{}", "[1, 2]",
+              '{"a": {"b": [null]}}', '"\\u001b[2J\\ud800"', '"' + "x" * 5000 + '"']
+ENCODINGS = ["utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le", "utf-32-be"]
+
+
+@st.composite
+def mutated_configs(draw):
+    """A fixture config.json as JSON text with fields dropped, duplicated, retyped or nested."""
+    pairs = [(json.dumps(k), json.dumps(v)) for k, v in FIXTURES[draw(st.sampled_from(sorted(FIXTURES)))].items()]
+    for _ in range(draw(st.integers(1, 4))):
+        i = draw(st.integers(0, len(pairs) - 1))
+        kind = draw(st.sampled_from(["drop", "duplicate", "retype", "nest", "rename"]))
+        key, value = pairs[i]
+        if kind == "drop" and len(pairs) > 1:
+            del pairs[i]
+        elif kind == "duplicate":
+            pairs.insert(draw(st.integers(0, len(pairs))), (key, draw(st.sampled_from([value] + ODD_VALUES))))
+        elif kind == "retype":
+            pairs[i] = (key, draw(st.sampled_from(ODD_VALUES)))
+        elif kind == "nest":
+            depth = draw(st.sampled_from([1, 2, 63, 64, 65, 5000]))
+            pairs[i] = (key, "[" * depth + value + "]" * depth)
+        else:
+            new_key = draw(st.sampled_from(["", "model_type", "n_embd", "num_local_experts", "\x00"]))
+            pairs[i] = (json.dumps(new_key), value)
+    text = "{" + ",\n ".join(f"{k}: {v}" for k, v in pairs) + "}"
+    data = text.encode(draw(st.sampled_from(ENCODINGS)), "surrogatepass")
+    cut = draw(st.sampled_from([None] * 9 + [1, len(data) // 2, len(data) - 1]))  # a truncated file
+    return data[:cut] if cut is not None else data
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                   HealthCheck.too_slow])
+@given(data=mutated_configs())
+def test_mutated_configs_give_only_engine_errors(lib, data):
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "config.json"
+        path.write_bytes(data)
+        try:
+            config = read_config(path, lib)
+        except EngineError as exc:  # anything else escapes and fails the test
+            text = str(exc)
+            assert len(text) < 2000 and all(c.isprintable() for c in text.replace("\n", "")), text
+        else:
+            assert all(isinstance(v, str) or v.is_Rational for v in config.values.values())

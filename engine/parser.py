@@ -3,7 +3,8 @@
 Only this module, :mod:`engine.transform`, :mod:`engine.paths` (which builds the parser)
 and :mod:`engine.fast` (which reads ``--set`` values with it) import lark.  Lark's exceptions never
 escape: syntax errors become :class:`~engine.errors.FormulaSyntaxError` with a location,
-the offending line and a caret.
+the offending line and a caret, and any other error met while building a part of the text
+(sympy's, Python's arithmetic) a located :class:`~engine.errors.DomainError`.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import sympy
 from lark import Lark, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 from lark.exceptions import VisitError
 
-from .errors import EngineError, FormulaSyntaxError, ResourceLimitError, Span
+from .errors import DomainError, EngineError, FormulaSyntaxError, ResourceLimitError, Span
 from .paths import data_path, grammar_path, lark_parser  # noqa: F401 (re-exported)
 from .transform import ToDecls
 
@@ -98,9 +99,24 @@ def _parse(text: str, path: str, start: str):
             raise exc.orig_exc from None
         if isinstance(exc.orig_exc, RecursionError):
             raise _too_deep(text, path) from None
-        raise
+        raise _not_computable(exc, text, path) from None
     except RecursionError:
         raise _too_deep(text, path) from None
+
+
+def _not_computable(exc: VisitError, text: str, path: str) -> DomainError:
+    """An error of sympy (or of Python's arithmetic) on a part of the text, located there."""
+    where = getattr(exc.obj, "meta", exc.obj)  # the tree node or token being transformed
+    lines = text.splitlines() or [""]
+    line = getattr(where, "line", None) or 1
+    column = getattr(where, "column", None) or 1
+    source = text[getattr(where, "start_pos", 0):getattr(where, "end_pos", len(text))]
+    shown = " ".join(source.split())
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    length = len(source.splitlines()[0]) if source.strip() else 1
+    return DomainError(f"cannot compute '{shown}'", Span(path, line, column, max(1, length),
+                                                          lines[line - 1] if line <= len(lines) else ""),
+                       hint=f"{type(exc.orig_exc).__name__}: {exc.orig_exc}"[:200])
 
 
 def _too_deep(text: str, path: str) -> ResourceLimitError:

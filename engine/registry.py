@@ -43,7 +43,6 @@ class Library:
         self.files: list[str] = []
         self._compose_cache: dict = {}
         self.resolved = False
-        self._cache_path = None  # where engine.cache stores this library, if it does
 
     # ------------------------------------------------------------------ loading
     def add_text(self, text: str, path: str = "<string>", user: bool = False) -> None:
@@ -153,7 +152,14 @@ class Library:
                             if want == 1 and dim == 0 else None)
                     raise UnitError(f"rule '{name}' is declared in {rule.unit} but its expression is in "
                                     f"{unit_words(dim)}", rule.expr_span or rule.span, hint=hint)
-                expr = expr.xreplace({BYTE: 1})
+                for bound in rule.bound_names():  # a domain's bound names an input or rule of its unit
+                    if bound not in self.inputs and bound not in rules:
+                        raise UnknownNameError(f"rule '{name}': its domain names '{bound}', which is not "
+                                               "declared", rule.span, hint=did_you_mean(bound, [*self.inputs, *rules]))
+                    if self.unit_dim(bound) != want:
+                        raise UnitError(f"rule '{name}': its domain's bound '{bound}' is in "
+                                        f"{self.decls[bound].unit}, the rule in {rule.unit}", rule.span)
+                expr = expr.xreplace({BYTE: sympy.Integer(1)})
                 if expr.has(sympy.zoo, sympy.oo, -sympy.oo):
                     raise UnitError(f"rule '{name}' divides by zero", rule.expr_span or rule.span)
                 self.lowered[name] = expr
@@ -185,7 +191,7 @@ class Library:
                 dims.same(dims.of(lhs), dims.of(rhs))
                 if check.where is not None:
                     dims.of(where)
-                self.lowered_checks.append((check, *(e.xreplace({BYTE: 1}) for e in (lhs, rhs, where))))
+                self.lowered_checks.append((check, *(e.xreplace({BYTE: sympy.Integer(1)}) for e in (lhs, rhs, where))))
             except EngineError as exc:
                 errors.append(exc)
         for preset in self.presets.values():

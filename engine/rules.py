@@ -18,6 +18,20 @@ from .units import UNITS  # noqa: F401 (re-exported)
 BYTE = sympy.Symbol("B", positive=True)
 
 
+def split(value: sympy.Expr) -> tuple[sympy.Expr, sympy.Expr] | None:
+    """``(coefficient, power of bytes)`` of a constant (``1/3 B`` -> ``(1/3, 1)``), or None
+    for an expression with names."""
+    if value.free_symbols - {BYTE}:
+        return None
+    coeff, dim = value.as_coeff_exponent(BYTE)
+    return None if coeff.has(BYTE) else (coeff, dim)
+
+
+def unit_words(dim) -> str:
+    """``bytes``, ``a plain number`` or ``bytes^k`` for a power of bytes."""
+    return "a plain number" if dim == 0 else "bytes" if dim == 1 else f"bytes^{dim}"
+
+
 class At(sympy.Function):
     """``target[name=value, ...]``: ``target`` with some names rebound (args alternate)."""
 
@@ -70,12 +84,7 @@ class InputDecl(Decl):
                             nonnegative=nonneg or None, real=True)
 
     def domain_text(self) -> str:
-        parts = []
-        if self.lower is not None:
-            parts.append(f"{'>' if self.lower_strict else '>='} {self.lower}")
-        if self.upper is not None:
-            parts.append(f"<= {self.upper}")
-        return " and ".join(parts) or "any value"
+        return domain_text(self.lower, self.lower_strict, self.upper) or "any value"
 
 
 @dataclass(frozen=True)
@@ -104,6 +113,28 @@ class RuleDecl(Decl):
     text: str = ""  # the expression as written
     names: Mapping[str, Span] = field(default_factory=dict, compare=False, repr=False)
     expr_span: Span | None = field(default=None, compare=False, repr=False)
+    # the declared domain (``in [0, 1]``); a bound is a number or the name of an input or rule
+    lower: sympy.Rational | str | None = None
+    lower_strict: bool = False
+    upper: sympy.Rational | str | None = None
+
+    def domain_text(self) -> str:
+        """The values a pin may take: the declared domain, or what the unit implies."""
+        return domain_text(self.lower, self.lower_strict, self.upper) or ">= 0"
+
+    def bound_names(self) -> list[str]:
+        """The inputs and rules the domain's bounds name (known only in a scenario)."""
+        return [b for b in (self.lower, self.upper) if isinstance(b, str)]
+
+
+def domain_text(lower, strict: bool, upper) -> str:
+    """``>= 1``, ``> 0 and <= 1``, ``>= 0 and <= num_hidden_layers``; empty for no bounds."""
+    parts = []
+    if lower is not None:
+        parts.append(f"{'>' if strict else '>='} {lower}")
+    if upper is not None:
+        parts.append(f"<= {upper}")
+    return " and ".join(parts)
 
 
 @dataclass(frozen=True)

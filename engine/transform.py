@@ -2,18 +2,27 @@
 
 No text is ever evaluated: numbers are read with :class:`fractions.Fraction`, names
 become ``sympy.Symbol``s and functions come from the fixed :data:`FUNCTIONS` table.
+
+Constant parts are closed over the language's domain as they are built: a constant is a
+finite real number times a power of the byte unit (``1/3 B``), units combine only where
+they make sense (no bytes in an exponent, no bytes added to a plain number), comparisons of
+constants are decided here, and no constant grows past :data:`MAX_DIGITS` digits.  The
+units of names are only known once the library is resolved (:mod:`engine.registry`).
 """
 from __future__ import annotations
 
-from fractions import Fraction
+import math
+import re
+from typing import NamedTuple
 
 import sympy
 from lark import Token, Transformer, v_args
 
-from .units import BYTE_UNITS
-from .errors import FormulaSyntaxError, ResourceLimitError, Span, UnknownNameError, did_you_mean
+from .units import BYTE_UNITS, MAX_DIGITS, read_decimal
+from .errors import (DomainError, FormulaSyntaxError, ResourceLimitError, Span, UnitError,
+                     UnknownNameError, did_you_mean)
 from .rules import (UNITS, BYTE, At, CheckDecl, DtypeDecl, InputDecl, Match, OptionDecl,
-                    PresetDecl, RuleDecl)
+                    PresetDecl, RuleDecl, split, unit_words)
 
 FUNCTIONS = {
     "ceil": (sympy.ceiling, 1),
@@ -25,8 +34,12 @@ FUNCTIONS = {
 }
 
 
-#: the most digits a constant power may have (10^10^10 would not fit in memory)
-MAX_DIGITS = 10_000
+#: the largest constant exponent of a power whose base has names (hidden_size ^ 2); a
+#: larger one would only stop, much later, at the evaluation's size limit
+MAX_EXPONENT = 10_000
+#: the most digits of a constant whose root or logarithm is taken (sympy's exact root of a
+#: 4,000-digit number takes a minute)
+MAX_ROOT_DIGITS = 100
 
 RELATIONS = {"==": sympy.Eq, "!=": sympy.Ne, "<=": sympy.Le, ">=": sympy.Ge,
              "<": sympy.Lt, ">": sympy.Gt}
@@ -36,9 +49,47 @@ RESERVED = {"if", "then", "else", "match", "and", "or", "not", "in", "where", "r
 
 
 def read_number(text: str) -> sympy.Rational:
-    """The exact rational value of a NUMBER token (``70e9``, ``0.1``)."""
-    f = Fraction(text)
+    """The exact rational value of a NUMBER token (``70e9``, ``0.1``); ValueError when it
+    has more than :data:`MAX_DIGITS` digits."""
+    f = read_decimal(text)
     return sympy.Rational(f.numerator, f.denominator)
+
+
+def _size(value: sympy.Expr) -> float:
+    """About how many digits each unit of an exponent adds to a power of constant ``value``."""
+    heights = [math.log10(max(abs(int(r.p)), int(r.q))) for r in value.atoms(sympy.Rational) if r != 0]
+    return max(heights, default=0.0)
+
+
+def _short(x) -> str:
+    """A constant for a message (``2 B``), without writing out thousands of digits."""
+    coeff, dim = split(x) or (x, 0)
+    if dim != 0:
+        return f"{_short(coeff)} {'B' if dim == 1 else f'B^{dim}'}"
+    if x.is_Rational and max(int(x.p).bit_length(), int(x.q).bit_length()) > 100:
+        return f"(a number of about {int(max(int(x.p).bit_length(), int(x.q).bit_length()) * 0.30103):,} digits)"
+    return str(x)
+
+
+def _bound(value):
+    """A domain bound as declarations keep it: a number without its byte unit, or a name."""
+    if value is None:
+        return None
+    return str(value) if isinstance(value, Token) else value.xreplace({BYTE: sympy.Integer(1)})
+
+
+#: blanks and comments up to the '=' that starts a rule's expression
+_BLANKS_TO_EQ = re.compile(r"(?:\s|#[^\n]*)*=")
+
+#: :data:`MAX_DIGITS` in bits
+_MAX_BITS = int(MAX_DIGITS / math.log10(2))
+
+
+class _Domain(NamedTuple):
+    lower: object  # a sympy number, a bound's name (Token) or None
+    strict: bool
+    upper: object
+    end: int  # where the domain ends in the text
 
 
 def unquote(tok: Token) -> str:
@@ -98,19 +149,28 @@ class ToDecls(Transformer):
 
     def input_decl(self, name, unit, domain, default, doc):
         self._take_names()
-        lower, strict, upper = domain or (None, False, None)
-        strip = lambda v: None if v is None else v.xreplace({BYTE: 1})
+        lower, strict, upper, _ = domain or (None, False, None, 0)
+        for bound in (lower, upper):
+            if isinstance(bound, Token):
+                raise FormulaSyntaxError(f"an input's bounds are numbers, not names like '{bound}'",
+                                         self.span(bound), hint="a rule's domain may name an input or rule")
         return InputDecl(self._check_name(name), unquote(doc), self.span(name), unit=self._unit(unit),
-                         lower=strip(lower), lower_strict=strict, upper=strip(upper), default=default)
+                         lower=_bound(lower), lower_strict=strict, upper=_bound(upper), default=default)
 
-    def at_least(self, q):
-        return (q, False, None)
+    @v_args(meta=True)
+    def at_least(self, meta, children):
+        return _Domain(children[0], False, None, meta.end_pos)
 
-    def above(self, q):
-        return (q, True, None)
+    @v_args(meta=True)
+    def above(self, meta, children):
+        return _Domain(children[0], True, None, meta.end_pos)
 
-    def between(self, lo, hi):
-        return (lo, False, hi)
+    @v_args(meta=True)
+    def between(self, meta, children):
+        return _Domain(children[0], False, children[1], meta.end_pos)
+
+    def bound_name(self, tok):
+        return tok
 
     def option_decl(self, name, choices, default, doc):
         self._take_names()
@@ -123,8 +183,9 @@ class ToDecls(Transformer):
         if str(default) not in values:
             raise UnknownNameError(f"default '{default}' is not a choice of option '{name}'",
                                    self.span(default), hint=did_you_mean(str(default), values))
-        if numeric and any(Fraction(v).denominator != 1 for v in values):
-            raise FormulaSyntaxError("numeric choices must be whole numbers", self.span(name))
+        if numeric and not all(re.fullmatch(r"0|[1-9][0-9]{0,17}", v) for v in values):
+            raise FormulaSyntaxError("numeric choices must be whole numbers", self.span(name),
+                                     hint="written plainly, below 10^18: 0, 1, 2, not 1.0, 01 or 1e3")
         return OptionDecl(self._check_name(name), unquote(doc), self.span(name), choices=tuple(values),
                           default=str(default), numeric=numeric)
 
@@ -139,19 +200,20 @@ class ToDecls(Transformer):
 
     @v_args(meta=True)
     def rule_decl(self, meta, children):
-        override, name, unit, expr, doc, source = children
-        # the expression as written: from the '=' after the unit up to the doc string
-        decl_text = self.text[meta.start_pos:doc.start_pos]
-        eq = decl_text.index("=", decl_text.index(str(unit), decl_text.index(":")) + len(str(unit)))
-        raw = decl_text[eq + 1:]
-        start = meta.start_pos + eq + 1 + (len(raw) - len(raw.lstrip()))
+        override, name, unit, domain, expr, doc, source = children
+        # the expression as written: from the '=' after the unit (and domain) up to the doc string
+        eq = _BLANKS_TO_EQ.match(self.text, domain.end if domain else unit.end_pos).end()
+        raw = self.text[eq:doc.start_pos]
+        start = eq + (len(raw) - len(raw.lstrip()))
         line = self.text.count("\n", 0, start) + 1
         column = start - (self.text.rfind("\n", 0, start) + 1) + 1
         first_line = raw.strip().splitlines()[0] if raw.strip() else ""
         expr_span = Span(self.path, line, column, len(first_line), self.lines[line - 1])
+        lower, strict, upper, _ = domain or (None, False, None, 0)
         return RuleDecl(self._check_name(name), unquote(doc), self.span(name), unit=self._unit(unit),
                         expr=expr, source=source, override=override is not None,
-                        names=self._take_names(), text=" ".join(raw.split()), expr_span=expr_span)
+                        names=self._take_names(), text=" ".join(raw.split()), expr_span=expr_span,
+                        lower=_bound(lower), lower_strict=strict, upper=_bound(upper))
 
     def source(self, tok):
         return unquote(tok)
@@ -181,14 +243,23 @@ class ToDecls(Transformer):
 
     # ------------------------------------------------------------------ expressions
     def quantity(self, number, unit):
-        value = read_number(number)
+        value = self._number(number)
         return value if unit is None else value * BYTE_UNITS[str(unit)] * BYTE
+
+    def _number(self, tok: Token) -> sympy.Rational:
+        try:
+            return read_number(str(tok))
+        except ValueError as exc:
+            shown = str(tok) if len(tok) <= 40 else str(tok)[:20] + "..."
+            raise ResourceLimitError(f"the number {shown} {exc}", self.span(tok)) from None
 
     def name(self, tok):
         self._names.setdefault(str(tok), self.span(tok))
         return sympy.Symbol(str(tok))
 
-    def call(self, fn, *args):
+    @v_args(meta=True)
+    def call(self, meta, children):
+        fn, *args = children
         if str(fn) not in FUNCTIONS:
             raise UnknownNameError(f"unknown function '{fn}'", self.span(fn),
                                    hint=did_you_mean(str(fn), FUNCTIONS) or "functions are " + ", ".join(FUNCTIONS))
@@ -197,7 +268,17 @@ class ToDecls(Transformer):
             raise FormulaSyntaxError(f"'{fn}' takes {arity} argument, not {len(args)}", self.span(fn))
         if arity is None and len(args) < 2:
             raise FormulaSyntaxError(f"'{fn}' takes two or more arguments", self.span(fn))
-        return func(*args)
+        parts = [split(a) for a in args]
+        if not all(parts):
+            return self._checked(func(*args), meta)
+        # constants: the function of the coefficients, in the unit it keeps
+        if str(fn) in ("ceil", "floor", "min", "max"):
+            dim = self._one_unit(parts, meta)
+            return self._checked(func(*(c for c, _ in parts)) * BYTE**dim, meta)
+        if str(fn) == "log2" and parts[0][1] != 0:
+            raise UnitError(f"log2 takes a plain number, not {unit_words(parts[0][1])}", self.span(meta))
+        self._root(parts[0][0], meta, "a root" if str(fn) == "sqrt" else "the logarithm")
+        return self._checked(func(*args), meta)  # sqrt(4 B) is 2 B^(1/2)
 
     def at(self, target, *bindings):
         self._names.setdefault(str(target), self.span(target))
@@ -208,17 +289,31 @@ class ToDecls(Transformer):
         self._names.setdefault(str(name), self.span(name))
         return (sympy.Symbol(str(name)), value)
 
-    def add(self, a, b):
-        return a + b
+    @v_args(meta=True)
+    def add(self, meta, children):
+        return self._sum(meta, *children)
 
-    def sub(self, a, b):
-        return a - b
+    @v_args(meta=True)
+    def sub(self, meta, children):
+        a, b = children
+        return self._sum(meta, a, -b)
 
-    def mul(self, a, b):
-        return a * b
+    def _sum(self, meta, a, b):
+        parts = [split(a), split(b)]
+        if not all(parts):
+            return self._checked(a + b, meta)
+        dim = self._one_unit(parts, meta)
+        return self._checked((parts[0][0] + parts[1][0]) * BYTE**dim, meta)
 
-    def div(self, a, b):
-        return a / b
+    @v_args(meta=True)
+    def mul(self, meta, children):
+        a, b = children
+        return self._checked(a * b, meta)
+
+    @v_args(meta=True)
+    def div(self, meta, children):
+        a, b = children
+        return self._checked(a / b, meta)
 
     def neg(self, a):
         return -a
@@ -226,32 +321,61 @@ class ToDecls(Transformer):
     @v_args(meta=True)
     def pow(self, meta, children):
         a, b = children
-        if a.is_Number and b.is_Number and abs(a) > 1 and (
-                abs(b) > 10_000 or abs(b) * sympy.log(abs(a), 10) > MAX_DIGITS):
-            raise ResourceLimitError(f"{a}^{b} has more than {MAX_DIGITS:,} digits", self.span(meta))
-        return a**b
+        base, exp = split(a), split(b)
+        if exp is None:
+            raise ResourceLimitError(f"the exponent of '{self._source(meta)}' must be a constant number",
+                                     self.span(meta), hint="a power with a variable exponent has no bound on its size")
+        if exp[1] != 0 and exp[0] != 0:
+            raise UnitError(f"an exponent is a plain number, not {unit_words(exp[1])}", self.span(meta),
+                            hint="a unit belongs to the number just before it: 2^3 B is 2^(3 B); "
+                                 "write 8 B, or 2^3 * 1 B")
+        b = exp[0]
+        if base is None:
+            if abs(b) > MAX_EXPONENT:
+                raise ResourceLimitError(f"the exponent of '{self._source(meta)}' is more than {MAX_EXPONENT:,}",
+                                         self.span(meta), hint="the value would be far too large to compute")
+        elif base[0] not in (0, 1, -1) and (abs(b) > MAX_DIGITS or abs(b) * _size(base[0]) > MAX_DIGITS):
+            shown = str(a) if a.is_Integer and a > 0 else f"({_short(a)})"
+            raise ResourceLimitError(f"{shown}^{_short(b)} has more than {MAX_DIGITS:,} digits", self.span(meta))
+        elif not b.is_Integer:
+            self._root(base[0], meta, "a root")
+        return self._checked(a**b, meta)
 
-    def if_expr(self, cond, then, other):
+    @v_args(meta=True)
+    def if_expr(self, meta, children):
+        cond, then, other = children
+        parts = [split(then), split(other)]
+        if all(parts):
+            self._one_unit(parts, meta)
         return sympy.Piecewise((then, cond), (other, True))
 
     def match_expr(self, option, *arms):
         self._names.setdefault(str(option), self.span(option))
         flat = []
         for choice, value in (a for a in arms if a is not None):
-            key = sympy.Symbol(str(choice)) if choice.type == "NAME" else read_number(choice)
+            key = sympy.Symbol(str(choice)) if choice.type == "NAME" else self._number(choice)
             flat += [key, value]
         return Match(sympy.Symbol(str(option)), *flat)
 
     def arm(self, choice, value):
         return (choice, value)
 
-    def compare(self, a, op, b):
-        return RELATIONS[str(op)](a, b, evaluate=False)
+    @v_args(meta=True)
+    def compare(self, meta, children):
+        a, op, b = children
+        parts = [split(a), split(b)]
+        if not all(parts):  # names: resolved (and compared) with the library
+            return RELATIONS[str(op)](a, b, evaluate=False)
+        self._one_unit(parts, meta)
+        decided = RELATIONS[str(op)](parts[0][0], parts[1][0])
+        if decided not in (sympy.true, sympy.false):
+            raise DomainError(f"'{self._source(meta)}' cannot be decided exactly", self.span(meta))
+        return decided
 
     def member(self, option, choices):
         self._names.setdefault(str(option), self.span(option))
         sym = sympy.Symbol(str(option))
-        keys = [sympy.Symbol(str(c)) if c.type == "NAME" else read_number(c) for c in choices]
+        keys = [sympy.Symbol(str(c)) if c.type == "NAME" else self._number(c) for c in choices]
         return sympy.Or(*[sympy.Eq(sym, k, evaluate=False) for k in keys])
 
     def or_(self, a, b):
@@ -262,3 +386,34 @@ class ToDecls(Transformer):
 
     def not_(self, a):
         return sympy.Not(a)
+
+    # ------------------------------------------------------------------ the domain of constants
+    def _source(self, meta) -> str:
+        """The text of a tree node, on one line."""
+        return " ".join(self.text[meta.start_pos:meta.end_pos].split())
+
+    def _one_unit(self, parts, meta):
+        """The power of bytes that constants ``parts`` share (a zero takes any unit)."""
+        dims = list(dict.fromkeys(d for c, d in parts if c != 0))
+        if len(dims) > 1:
+            raise UnitError(f"cannot combine {unit_words(dims[0])} and {unit_words(dims[1])}",
+                            self.span(meta), hint="give each number its unit: 2 B, not 2")
+        return dims[0] if dims else 0
+
+    def _root(self, value, meta, what: str):
+        if _size(value) > MAX_ROOT_DIGITS:
+            raise ResourceLimitError(f"'{self._source(meta)}' takes {what} of a number of more than "
+                                     f"{MAX_ROOT_DIGITS} digits", self.span(meta))
+
+    def _checked(self, value, meta):
+        """``value``, unless a constant in it is not a finite real number or is too large."""
+        if value.has(sympy.zoo, sympy.oo, -sympy.oo, sympy.nan):
+            raise DomainError(f"'{self._source(meta)}' is not a finite number", self.span(meta))
+        part = split(value)
+        if value.has(sympy.I) or (part and part[0].is_extended_real is False):
+            raise DomainError(f"'{self._source(meta)}' is not a real number", self.span(meta))
+        coeff = value.as_coeff_Mul()[0]
+        if coeff.is_Rational and max(int(coeff.p).bit_length(), int(coeff.q).bit_length()) > _MAX_BITS:
+            raise ResourceLimitError(f"'{self._source(meta)}' has more than {MAX_DIGITS:,} digits",
+                                     self.span(meta))
+        return value

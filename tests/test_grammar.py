@@ -16,7 +16,7 @@ def test_every_alias_and_rule_has_a_transformer_method():
     aliases = set(re.findall(r"->\s*([a-z_]+)", text))
     rules = {m for m in re.findall(r"^\??([a-z_]+)\s*:", text, re.M) if not m.startswith("_")}
     inlined = {"expr", "cond", "conj", "neg_cond", "relation", "sum", "product", "unary", "power",
-               "atom", "choice",  # `?` rules: always replaced by a child or an alias
+               "atom", "choice", "bound",  # `?` rules: always replaced by a child or an alias
                "domain"}  # every alternative has an alias
     missing = sorted(n for n in (aliases | rules) - inlined if not hasattr(ToDecls, n))
     assert missing == []

@@ -77,3 +77,19 @@ def test_python_payloads_are_syntax_errors(text):
         assert isinstance(value, sympy.Symbol)
         raise FormulaSyntaxError("name only")
     assert isinstance(info.value, (FormulaSyntaxError, UnknownNameError))
+
+
+@pytest.mark.parametrize("choices", ["{1e3, 2}", "{01, 2}", "{1.0, 2}", "{" + "9" * 19 + ", 2}"])
+def test_numeric_choices_are_plain_whole_numbers(choices):
+    with pytest.raises(FormulaSyntaxError) as info:
+        parse_text(f'option o in {choices} = 2 "d"', "o.mem")
+    assert info.value.message == "numeric choices must be whole numbers"
+
+
+@pytest.mark.parametrize("text, value", [
+    ("if 1 == 1 then 3 else 4", 3), ("if 1 != 1 then 3 else 4", 4), ("if 1 < 2 then 3 else 4", 3),
+    ("if 2 > 1 and not 1 >= 2 then 3 else 4", 3), ("if 1 == 1 then 1 B / 2 else 2 B", BYTE / 2),
+])
+def test_constant_comparisons_are_decided_when_parsed(text, value):
+    (r,) = parse_text(f'rule x : bytes = {text} "x"')
+    assert r.expr == value

@@ -14,6 +14,7 @@ import numpy as np
 import sympy
 from sympy.printing.numpy import NumPyPrinter
 
+from .errors import DomainError, EngineError, MissingInputError, UsageError
 from .registry import Library
 from .rules import CheckDecl, InputDecl, OptionDecl
 
@@ -57,8 +58,33 @@ class _Printer(NumPyPrinter):
 
 
 def compile_expr(expr: sympy.Basic, symbols: list[sympy.Symbol]):
-    """A vectorised numpy function of ``symbols`` computing ``expr`` (float64)."""
-    return sympy.lambdify(symbols, expr, modules="numpy", printer=_Printer, cse=True)
+    """A vectorised numpy function of ``symbols`` computing ``expr`` (float64).
+
+    The symbols are renamed first: lambdify puts every symbol's name in the namespace of
+    the code it generates, so a user's input named ``numpy`` would hide the module."""
+    private = [sympy.Symbol(f"_arg{i}") for i in range(len(symbols))]
+    expr = expr.xreplace(dict(zip(symbols, private))) if isinstance(expr, sympy.Basic) else expr
+    return sympy.lambdify(private, expr, modules="numpy", printer=_Printer, cse=True)
+
+
+def real_values(values, shape) -> np.ndarray:
+    """``values`` from a compiled expression as floats of ``shape``; complex entries (a
+    square root or logarithm of a negative number) become NaN, as numpy's own real ones do."""
+    values = np.asarray(values)
+    if np.iscomplexobj(values):
+        values = np.where(values.imag == 0, values.real, np.nan)
+    return np.broadcast_to(np.asarray(values, float), shape)
+
+
+#: the most scenarios per model preset a check may sample (memory grows with it)
+MAX_SAMPLES = 20_000
+
+
+def validate_samples(samples) -> None:
+    """Refuse a sample count that tests nothing or cannot fit in memory (``--samples``)."""
+    if isinstance(samples, bool) or not isinstance(samples, int) or not 1 <= samples <= MAX_SAMPLES:
+        raise UsageError(f"--samples takes a whole number from 1 to {MAX_SAMPLES:,}, not {samples}",
+                         hint="a check tested on no scenario would pass without testing anything")
 
 
 @dataclass
@@ -111,7 +137,9 @@ def run_check(lib: Library, check, lhs, rhs, where, samples: int = 2000, seed: i
     """Evaluate one resolved check on ``samples`` scenarios per model preset.
 
     Each side is composed and compiled once: rules that some preset pins (num_key_value_heads)
-    stay symbols, filled per preset with the pinned value or the rule's own value."""
+    stay symbols, filled per preset with the pinned value or the rule's own value.  A check
+    that no sampled scenario reaches (its ``where`` never holds) fails: it tested nothing."""
+    validate_samples(samples)
     rng = np.random.default_rng(seed)
     models = _models(lib)
     # names some model preset sets describe the architecture: a preset that leaves one
@@ -136,7 +164,7 @@ def run_check(lib: Library, check, lhs, rhs, where, samples: int = 2000, seed: i
                 cols[sym] = np.full(samples, float(lib.check_value(n, fixed[n])))
             else:
                 fn = compile_expr(defaults[n], inputs)
-                cols[sym] = np.broadcast_to(np.asarray(fn(*(cols[s] for s in inputs)), float), (samples,))
+                cols[sym] = real_values(fn(*(cols[s] for s in inputs)), samples)
         for sym, col in cols.items():
             columns[sym].append(col)
         owners += [(name, fixed)] * samples
@@ -144,10 +172,14 @@ def run_check(lib: Library, check, lhs, rhs, where, samples: int = 2000, seed: i
     args = [np.concatenate(columns[s]) for s in symbols]
     size = len(owners)
     with np.errstate(all="ignore"):
-        a = np.broadcast_to(np.asarray(compile_expr(left, symbols)(*args), float), (size,))
-        b = np.broadcast_to(np.asarray(compile_expr(right, symbols)(*args), float), (size,))
+        a = real_values(compile_expr(left, symbols)(*args), size)
+        b = real_values(compile_expr(right, symbols)(*args), size)
         mask = (np.broadcast_to(np.asarray(compile_expr(cond, symbols)(*args), bool), (size,))
                 if cond is not sympy.true else np.ones(size, bool))
+    tested = int(mask.sum())
+    if not tested:
+        return CheckResult(check, 0, f"tested nothing: its 'where' holds in none of the {size:,} "
+                                     "scenarios sampled")
     tol = 1e-9 * np.maximum(np.abs(a), np.abs(b)) + 1e-6
     op = check.op
     ok = {"==": np.abs(a - b) <= tol, "!=": np.abs(a - b) > tol, "<=": a <= b + tol,
@@ -155,20 +187,56 @@ def run_check(lib: Library, check, lhs, rhs, where, samples: int = 2000, seed: i
     ok &= np.isfinite(a) & np.isfinite(b)
     bad = np.nonzero(mask & ~ok)[0]
     if not len(bad):
-        return CheckResult(check, int(mask.sum()))
+        return CheckResult(check, tested)
     i = bad[0]
     name, fixed = owners[i]
-    shown = []
+    sample = {}
     for sym, col in zip(inputs, args):
-        if sym.name in fixed:
-            continue
-        decl = lib.decls[sym.name]
-        shown.append(f"{sym.name}={decl.choice_of(int(col[i]))}" if isinstance(decl, OptionDecl)
-                     else f"{sym.name}={col[i]:g}")
-    return CheckResult(check, int(mask.sum()), f"fails for {name} with {', '.join(shown)}: "
-                                               f"{a[i]:.6g} {op} {b[i]:.6g} is false")
+        if sym.name not in fixed:
+            decl = lib.decls[sym.name]
+            sample[sym.name] = decl.choice_of(int(col[i])) if isinstance(decl, OptionDecl) else float(col[i])
+    where = f"fails for {name}" + (" with " if sample else "") + ", ".join(
+        f"{n}={v}" if isinstance(v, str) else f"{n}={v:g}" for n, v in sample.items())
+    unreal = [side for side, v in (("left", a[i]), ("right", b[i])) if not np.isfinite(v)]
+    if not unreal:
+        return CheckResult(check, tested, f"{where}: {a[i]:.6g} {op} {b[i]:.6g} is false")
+    origin = _origin(lib, (lhs, rhs), name, sample)
+    return CheckResult(check, tested, f"{where}: the {' and '.join(unreal)} side "
+                                      f"{'is' if len(unreal) == 1 else 'are'} not a finite real number"
+                                      + (f"\n{origin}" if origin else ""))
+
+
+def _origin(lib: Library, sides, model: str, sample: dict) -> str | None:
+    """The rule that first leaves the real numbers in one failing scenario, as a located
+    error, found by evaluating the rules the check uses exactly, in dependency order."""
+    from .model import Scenario
+    try:
+        scenario = Scenario.create(lib, model, values=sample)
+    except EngineError:
+        return None
+    used = {s.name for e in sides for s in e.free_symbols if s.name in lib.rules}
+    todo = list(used)
+    while todo:
+        for dep in lib.deps[todo.pop()] - used:
+            used.add(dep)
+            todo.append(dep)
+    for rule in (r for r in lib.order if r in used):
+        span = lib.rules[rule].expr_span or lib.rules[rule].span
+        try:
+            value = scenario.evaluate(rule)
+        except MissingInputError:
+            continue  # a division by zero in a branch not taken, or an input the check rebinds
+        except EngineError as exc:
+            return str(exc)
+        except TypeError as exc:  # sympy cannot order a number that is not real (zoo > 2)
+            return str(DomainError(f"rule '{rule}' is not a real number here: {exc}", span))
+        if value.is_extended_real is False:
+            return str(DomainError(f"rule '{rule}' is not a real number here: its value is {sympy.sstr(value)}",
+                                   span))
+    return None
 
 
 def run_checks(lib: Library, samples: int = 2000) -> list[CheckResult]:
     """Every check of the library, each on ``samples`` scenarios per model preset."""
+    validate_samples(samples)
     return [run_check(lib, *item, samples=samples, seed=i) for i, item in enumerate(lib.lowered_checks)]

@@ -7,11 +7,15 @@ are then re-evaluated exactly, so a listed layout always fits.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 
 import numpy as np
+import sympy
 
-from .errors import InfeasibleError, UsageError
+from .checks import real_values
+from .errors import DomainError, EngineError, InfeasibleError, UsageError
+from .layout import DIVIDES, broken
 from .model import Scenario, compiled
 
 SORTS = {
@@ -41,11 +45,29 @@ class Layout:
 
 
 def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    """The divisors of ``n``, in increasing order (in time sqrt(n))."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return small + [n // d for d in reversed(small) if d * d != n]
+
+
+#: the most GPUs plan lays out (solve searches the same range)
+MAX_GPUS = 2**24
+#: the largest micro-batch plan tries
+MAX_MICRO_BATCH = 2**16
+
+
+def validate_plan_args(gpus: int, top: int = 1, max_micro_batch: int = 1) -> None:
+    """Refuse ``--gpus``, ``--top`` and ``--max-micro-batch`` values outside what plan can
+    lay out and show."""
+    for flag, value, most in (("--gpus", gpus, MAX_GPUS), ("--top", top, None),
+                              ("--max-micro-batch", max_micro_batch, MAX_MICRO_BATCH)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1 or (most and value > most):
+            upto = f" to {most:,}" if most else " or more"
+            raise UsageError(f"{flag} takes a whole number from 1{upto}, not {value}")
 
 
 def plan(scenario: Scenario, gpus: int, max_micro_batch: int = 256, max_tp: int = 8,
-         sort: str = "model_parallel", progress=None) -> list[Layout]:
+         sort: str = "model_parallel", progress=None, divisibility: bool = True) -> list[Layout]:
     """Feasible layouts of ``scenario``'s model on ``gpus`` GPUs, best first.
 
     Examples
@@ -56,38 +78,44 @@ def plan(scenario: Scenario, gpus: int, max_micro_batch: int = 256, max_tp: int 
     1
     """
     lib = scenario.library
-    if not 1 <= gpus <= 2**20 or not 1 <= max_micro_batch <= 2**16:
-        raise UsageError("plan takes 1 to 1,048,576 GPUs and a micro-batch limit of 1 to 65,536")
+    validate_plan_args(gpus, max_micro_batch=max_micro_batch)
     if sort not in SORTS:
         raise UsageError(f"unknown order '{sort}'", hint="orders: " + ", ".join(SORTS))
     if "capacity" not in scenario.values:
         raise UsageError("plan needs a GPU", hint="give --gpu GPU or --capacity 80GB")
-    heads = int(scenario.evaluate("num_attention_heads"))
-    layers = int(scenario.evaluate("num_hidden_layers"))
+    sizes = {n: scenario.evaluate(n) for d in ("tp", "pp") for n in DIVIDES[d]}
     recomputes = lib.options["recompute"].choices
     layouts = []
     for tp in _divisors(gpus):
-        if tp > max_tp or heads % tp:
+        if tp > max_tp or (divisibility and broken({"tp": tp}, sizes.get)):
             continue
         for pp in _divisors(gpus // tp):
-            if layers % pp:
+            if divisibility and broken({"pp": pp}, sizes.get):
                 continue
             for zero, rec in itertools.product(range(4), recomputes):
                 layouts.append((tp, pp, gpus // (tp * pp), zero, rec))
     if not layouts:
-        raise InfeasibleError(f"no layout of {gpus} GPUs divides the heads ({heads}) and layers ({layers})")
+        raise InfeasibleError(f"no layout of {gpus} GPUs divides the heads and layers ("
+                              + ", ".join(f"{n} {int(v)}" for n, v in sizes.items()) + ")",
+                              hint="--no-divisibility accepts uneven layouts")
     fn = compiled(scenario, "total", ("tp", "pp", "dp", "zero_stage", "recompute", "micro_batch"))
     arr = np.array([(t, p, d, z, lib.options["recompute"].code(r)) for t, p, d, z, r in layouts], float)
     mbs = np.arange(1, max_micro_batch + 1, dtype=float)
-    cap = float(scenario.values["capacity"])
+    capacity = scenario.values["capacity"]  # exact; the float is for the sweep only
+    cap = float(capacity) if capacity < np.finfo(float).max else np.finfo(float).max
     best = np.zeros(len(arr), int)
     approx = np.zeros(len(arr))
     chunk = max(1, 200_000 // len(mbs))
     for start in range(0, len(arr), chunk):
         part = arr[start:start + chunk]
         grid = [np.repeat(part[:, i][:, None], len(mbs), 1) for i in range(5)]
-        totals = np.broadcast_to(fn(*grid, mbs[None, :]), grid[0].shape)
-        fits = totals <= cap
+        with np.errstate(all="ignore"):  # branches not taken may divide by zero
+            totals = real_values(fn(*grid, mbs[None, :]), grid[0].shape)
+        unreal = np.isnan(totals) | (totals == -np.inf)
+        if unreal.any():  # not a number of bytes: the exact value names the rule
+            row, mb = np.argwhere(unreal)[0]
+            _check_real(scenario, layouts[start + row], int(mbs[mb]))
+        fits = np.isfinite(totals) & (totals <= cap)
         count = fits.sum(1)  # total is non-decreasing in micro_batch: the fitting ones lead
         best[start:start + chunk] = count
         approx[start:start + chunk] = totals[np.arange(len(part)), np.maximum(count - 1, 0)]
@@ -97,9 +125,27 @@ def plan(scenario: Scenario, gpus: int, max_micro_batch: int = 256, max_tp: int 
     for (tp, pp, dp, zero, rec), mb, tot in zip(layouts, best, approx):
         if mb == 0:
             continue
-        rows.append(Layout(tp, pp, dp, zero, rec, int(mb), int(tot), int(cap)))
+        rows.append(Layout(tp, pp, dp, zero, rec, int(mb), int(tot), int(capacity)))
     rows.sort(key=lambda r: SORTS[sort](r))
     return rows
+
+
+def _check_real(scenario: Scenario, layout: tuple, micro_batch: int) -> None:
+    """Raise the error of a total that is not a real number in one layout: the exact
+    evaluation's own, naming the rule that leaves the reals, where it raises one."""
+    tp, pp, dp, zero, rec = layout
+    where = f"tp={tp} pp={pp} dp={dp} zero_stage={zero} recompute={rec} micro_batch={micro_batch}"
+    try:
+        total = scenario.with_values(tp=tp, pp=pp, dp=dp, zero_stage=zero, recompute=rec,
+                                     micro_batch=micro_batch).evaluate("total")
+    except TypeError:  # sympy cannot order a number that is not real (zoo > 2)
+        total = sympy.nan
+    except EngineError as exc:
+        exc.hint = "; ".join(h for h in (exc.hint, f"in the layout {where}") if h)
+        raise
+    if total.is_extended_real is not True:
+        raise DomainError(f"'total' is not a real number in the layout {where}",
+                          hint="a rule takes the square root or logarithm of a negative number, or divides by zero")
 
 
 def exact(scenario: Scenario, row: Layout) -> Layout:

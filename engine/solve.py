@@ -14,13 +14,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import sympy
 
-from .errors import InfeasibleError, MissingInputError, UsageError
+from .errors import DomainError, InfeasibleError, MissingInputError, UsageError
 from .estimate import components, formula, whole_bytes
+from .layout import DIVIDES
 from .model import Scenario
 from .rules import InputDecl
 
-#: default divisibility constraints (Megatron requires them): unknown -> rules it must divide
-DIVIDES = {"tp": ("num_attention_heads", "num_key_value_heads"), "pp": ("num_hidden_layers",)}
 UPPER = 2**24
 
 
@@ -40,6 +39,7 @@ class SolveResult:
     capacity: sympy.Rational
     target: str
     constraints: tuple[str, ...] = field(default_factory=tuple)
+    bound: sympy.Rel | None = None  # the closed form as a relation, when it is the method
 
     def _repr_latex_(self) -> str:
         """The answer and its closed form as LaTeX (Jupyter)."""
@@ -56,6 +56,11 @@ class SolveResult:
 
 
 def _fmt(value) -> str:
+    """Bytes in GB and GiB; exact bytes below 0.1 GB, powers of ten past a billion GB."""
+    if value < 10**8:
+        return f"{whole_bytes(value):,} B"
+    if value >= 10**18:
+        return f"{sympy.Float(value / 10**9, 3)} GB ({sympy.Float(value / 2**30, 3)} GiB)"
     return f"{float(value) / 1e9:,.1f} GB ({float(value) / 2**30:,.1f} GiB)"
 
 
@@ -81,6 +86,10 @@ def solve(scenario: Scenario, direction: str, unknown: str, target: str = "total
     lib = scenario.library
     if direction not in ("max", "min"):
         raise UsageError(f"solve takes 'max' or 'min', not '{direction}'")
+    if step not in ("1", "pow2"):
+        raise UsageError(f"--step takes 1 or pow2, not '{step}'")
+    if isinstance(multiple_of, bool) or not isinstance(multiple_of, int) or not 1 <= multiple_of <= upper:
+        raise UsageError(f"--multiple-of takes a whole number from 1 to {upper:,}, not {multiple_of}")
     decl = lib.decls.get(unknown)
     if not isinstance(decl, InputDecl) or not decl.integer:
         known = [n for n, d in lib.inputs.items() if d.integer]
@@ -97,14 +106,19 @@ def solve(scenario: Scenario, direction: str, unknown: str, target: str = "total
     extra = f.free_symbols - {sym}
     if extra:
         raise MissingInputError(f"'{target}' needs values for: " + ", ".join(sorted(s.name for s in extra)))
+    _check_bits(f, sym, upper, target, unknown)
     lo = max(1, int(math.ceil(decl.lower))) if decl.lower is not None else 1
 
     def at(x: int) -> sympy.Rational:
-        return f.xreplace({sym: sympy.Integer(x)})
+        try:
+            value = f.xreplace({sym: sympy.Integer(x)})
+        except TypeError:  # sympy cannot order a number that is not real (zoo > 2)
+            value = sympy.nan
+        if value.is_extended_real is not True or not value.is_finite:
+            raise _not_real(scenario, target, unknown, x)
+        return value
 
     # candidate values: 1, 2, 3... or powers of two, times multiple_of
-    if step not in ("1", "pow2"):
-        raise UsageError(f"--step takes 1 or pow2, not '{step}'")
     k = multiple_of
     cand = (lambda i: k * 2**i) if step == "pow2" else (lambda i: k * i)
     i_lo = 0 if step == "pow2" else 1
@@ -127,6 +141,9 @@ def solve(scenario: Scenario, direction: str, unknown: str, target: str = "total
         # finitely many candidates: evaluate each exactly (no monotonicity needed)
         limit = min([upper] + [int(divisors[r]) for r in divides])
         xs = [cand(i) for i in range(i_lo, i_hi + 1) if cand(i) <= limit and valid(cand(i))]
+        if not xs:
+            raise UsageError(f"no value of '{unknown}' meets the constraints: " + "; ".join(constraints),
+                             hint="--no-divisibility drops the divisibility constraints")
         fits = [x for x in xs if at(x) <= capacity]
         if not fits:
             worst = xs[-1] if direction == "min" else xs[0]
@@ -136,7 +153,7 @@ def solve(scenario: Scenario, direction: str, unknown: str, target: str = "total
         others = xs[pos + 1:] if direction == "max" else xs[:pos][::-1]
         nxt = others[0] if others else None
     elif direction == "max":
-        _check_monotone(f, sym, cand(i_lo), cand(i_hi), True, unknown)
+        _check_monotone(f, sym, cand(i_lo), cand(i_hi), True, unknown, at)
         if at(cand(i_lo)) > capacity:
             raise _infeasible(scenario, target, unknown, cand(i_lo), at(cand(i_lo)), capacity, direction)
         a, b = i_lo, i_hi  # invariant: cand(a) fits
@@ -146,7 +163,7 @@ def solve(scenario: Scenario, direction: str, unknown: str, target: str = "total
         value = cand(a)
         nxt = cand(a + 1) if a < i_hi else None
     else:
-        _check_monotone(f, sym, cand(i_lo), cand(i_hi), False, unknown)
+        _check_monotone(f, sym, cand(i_lo), cand(i_hi), False, unknown, at)
         if at(cand(i_hi)) > capacity:
             raise _infeasible(scenario, target, unknown, cand(i_hi), at(cand(i_hi)), capacity, direction)
         a, b = i_lo, i_hi  # invariant: cand(b) fits
@@ -157,121 +174,170 @@ def solve(scenario: Scenario, direction: str, unknown: str, target: str = "total
         nxt = cand(b - 1) if b > i_lo else None
     bytes_at = at(value)
     bytes_next = at(nxt) if nxt is not None else None
-    text, closed = _closed_form(scenario, f, sym, unknown, target, capacity, direction, value, k, step)
-    method = "closed-form" if closed == value and not divides else "search"
+    text, closed, bound = _closed_form(scenario, f, sym, unknown, target, capacity, direction, value, k, step)
+    # the closed form is the method only when there is one and its bound is the answer
+    method = "closed-form" if text.startswith(f"{unknown} ") and closed == value and not divides else "search"
     return SolveResult(unknown, direction, value, text, bytes_at, bytes_next, nxt, method, closed,
-                       capacity, target, tuple(constraints))
+                       capacity, target, tuple(constraints), bound if method == "closed-form" else None)
 
 
 _MONOTONE: dict = {}  # (f, lo, hi, increasing) -> True: an expression checked once is not checked again
 
 
-def _check_monotone(f, sym, lo: int, hi: int, increasing: bool, unknown: str) -> None:
+def _check_monotone(f, sym, lo: int, hi: int, increasing: bool, unknown: str, at) -> None:
     """Refuse to search an expression that is not monotone in the unknown (float check on a
-    log-spaced grid of whole values)."""
+    log-spaced grid of whole values); ``at`` evaluates it exactly where floats fail."""
     key = (f, lo, hi, increasing)
     if key in _MONOTONE:
         return
-    _check_monotone_uncached(f, sym, lo, hi, increasing, unknown)
+    _check_monotone_uncached(f, sym, lo, hi, increasing, unknown, at)
     _MONOTONE[key] = True
 
 
-def _check_monotone_uncached(f, sym, lo, hi, increasing, unknown) -> None:
-    from .checks import compile_expr
+def _check_monotone_uncached(f, sym, lo, hi, increasing, unknown, at) -> None:
+    from .checks import compile_expr, real_values
     xs = np.unique(np.concatenate([np.arange(lo, min(hi, lo + 64) + 1),
                                    np.floor(np.geomspace(max(lo, 1), max(hi, 1), 400))]))
-    with np.errstate(all="ignore"):
-        ys = np.broadcast_to(np.asarray(compile_expr(f, [sym])(xs), float), xs.shape)
-    d = np.diff(ys)
-    tol = 1e-9 * np.maximum(np.abs(ys[1:]), 1)
-    bad = d < -tol if increasing else d > tol
-    if np.any(bad) or not np.all(np.isfinite(ys)):
-        where = int(xs[1:][bad][0]) if np.any(bad) else int(xs[0])
+    with np.errstate(all="ignore"):  # an overflow is an infinity, still ordered
+        ys = real_values(compile_expr(f, [sym])(xs), len(xs))
+        for x in xs[np.isnan(ys)][:1]:
+            at(int(x))  # not a real number there: the exact value names the rule
+        d = np.diff(ys)
+        tol = 1e-9 * np.maximum(np.abs(ys[1:]), 1)
+        bad = d < -tol if increasing else d > tol
+    if np.any(bad) or np.any(np.isnan(ys)):
+        where = int(xs[1:][bad][0]) if np.any(bad) else int(xs[np.isnan(ys)][0])
         raise UsageError(f"the target is not {'non-decreasing' if increasing else 'non-increasing'} "
                          f"in '{unknown}' (it turns near {unknown}={where}), so no search can be trusted",
                          hint=f"use 'solve {'min' if increasing else 'max'}' or fix other inputs")
 
 
-def _active_branch(expr, sym, x0: int):
-    """``expr`` with every Piecewise replaced by its branch active at ``sym = x0``."""
+def _check_bits(f, sym, largest: int, target: str, unknown: str) -> None:
+    """Refuse a target whose exact value would have more than ``MAX_BITS`` bits at some
+    candidate (``(micro_batch + 768)^(2^39)``): estimated from the expression's shape (powers
+    multiply the bits, products add them), before any power is computed."""
+    from .model import MAX_BITS
+    memo: dict = {}
+
+    def bits(e) -> int:  # an upper bound of the bits of e's numerator and denominator
+        if id(e) not in memo:
+            if e.is_Rational:
+                memo[id(e)] = max(int(e.p).bit_length(), int(e.q).bit_length())
+            elif e == sym:
+                memo[id(e)] = largest.bit_length()
+            elif e.is_Pow and e.exp.is_Rational:
+                memo[id(e)] = bits(e.base) * max(1, abs(int(e.exp.p)))
+            elif e.is_Mul or e.is_Pow:
+                memo[id(e)] = sum(bits(a) for a in e.args)
+            else:  # sums, ceil, max, piecewise: about their largest part
+                memo[id(e)] = max((bits(a) for a in e.args), default=1) + len(e.args).bit_length()
+        return memo[id(e)]
+
+    if bits(f) > MAX_BITS:
+        from .errors import ResourceLimitError
+        raise ResourceLimitError(f"'{target}' would have a value of more than {MAX_BITS:,} bits for some "
+                                 f"{unknown} up to {largest:,}", hint="the rules multiply without bound")
+
+
+def _active_branch(expr, point: dict):
+    """``expr`` with every Piecewise replaced by its branch active at ``point`` (values of
+    its symbols); one whose branch ``point`` does not decide stays."""
     def pick(pw):
         for value, cond in pw.args:
-            if cond == True or bool(cond.xreplace({sym: x0})):
+            try:
+                taken = cond.xreplace(point)
+            except TypeError:  # a comparison of a number that is not real
+                return pw
+            if taken == True:  # noqa: E712 (a sympy boolean)
                 return value
+            if taken != False:  # noqa: E712
+                return pw
         return pw
     return expr.replace(lambda e: isinstance(e, sympy.Piecewise), pick)
 
 
-_ROOTS: dict = {}  # smooth expression -> its roots as functions of the capacity C
-_BOUNDS: dict = {}  # (target, unknown, direction, scenario without the unknown, branch) -> text
-_VALUES: dict = {}  # (smooth, capacity, direction, ...) -> the closed form's whole value
-_C = sympy.Symbol("C", positive=True)
-_X = sympy.Symbol("x", positive=True)  # the unknown, as a real symbol sympy.solve can work with
+def _smooth_in(expr, sym) -> bool:
+    """Whether ``expr`` has no ceil, floor, max, min or piecewise part that depends on ``sym``
+    (a ``ceiling(seq_len / 16)`` factor is fine when solving for micro_batch)."""
+    rough = (sympy.ceiling, sympy.floor, sympy.Max, sympy.Min, sympy.Piecewise)
+    return not any(isinstance(e, rough) and e.has(sym) for e in sympy.preorder_traversal(expr))
 
 
-def _roots(smooth, x):
-    """Roots of ``smooth(x) = C`` with the capacity C symbolic: derived once per expression."""
-    if smooth not in _ROOTS:
-        try:
-            _ROOTS[smooth] = sympy.solve(sympy.Eq(smooth, _C), x)
-        except (NotImplementedError, TypeError, ValueError):
-            _ROOTS[smooth] = []
-    return _ROOTS[smooth]
+_BOUNDS: dict = {}  # (target, unknown, branch, scenario without the unknown and capacity) -> roots
+_SIMPLE: dict = {}  # a root -> its simplified form (what is printed)
+_CAP = sympy.Symbol("capacity", positive=True)
 
 
 def _closed_form(scenario, f, sym, unknown, target, capacity, direction, value, k, step):
-    """A closed-form bound on the unknown (text) and the whole value it gives (or None)."""
-    x = _X
-    smooth = _active_branch(f, sym, value).xreplace({sym: x})
-    if smooth.has(sympy.ceiling, sympy.floor, sympy.Max, sympy.Min, sympy.Piecewise):
-        return f"none: {target} has ceil/floor/max in {unknown}; exact search over whole values", None
-    vkey = (smooth, capacity, direction, k, step, value)
-    if vkey not in _VALUES:
-        roots = [r for r in (r.xreplace({_C: capacity}) for r in _roots(smooth, x)) if r.is_real and r > 0]
-        closed = None
-        if step == "1" and roots:
-            # the root on the active piece: the one nearest the answer
-            r = min(roots, key=lambda r: abs(r - value))
-            closed = int(sympy.floor(r / k) * k if direction == "max" else sympy.ceiling(r / k) * k)
-        _VALUES[vkey] = closed
-    closed = _VALUES[vkey]
-    # the same bound with the capacity, the parameter count and the workload as symbols
-    key = (target, unknown, direction, smooth,
+    """A closed-form bound on the unknown as text (or why there is none), the whole value
+    it gives at this scenario's numbers (None without one) and the bound as a relation.
+
+    The bound is solved once per scenario without the capacity, with the capacity, the
+    parameter count and the workload as symbols; its whole value comes from the same
+    expression, so a bound that is printed is the bound that was checked."""
+    none = f"{target}({unknown}) <= capacity"
+    branch = _active_branch(f, {sym: value})
+    if not _smooth_in(branch, sym):
+        return f"none: {target} has ceil/floor/max in {unknown}; exact search over whole values", None, None
+    key = (target, unknown, branch,
            frozenset((n, v) for n, v in scenario.values.items() if n not in (unknown, "capacity")))
     if key not in _BOUNDS:
-        _BOUNDS[key] = _symbolic_bound(scenario, unknown, target, value, direction)
-    return _BOUNDS[key], closed
+        _BOUNDS[key] = _symbolic_roots(scenario, unknown, target, value)
+    roots = _BOUNDS[key]
+    if isinstance(roots, str):
+        return f"{none} ({roots})", None, None
+    lib = scenario.library
+    numeric = {_CAP: capacity}
+    for other in {s for r in roots for s in r.free_symbols} - {_CAP}:  # n_params, seq_len ...
+        numeric[other] = scenario.evaluate(other.name) if other.name in lib.rules else scenario.values[other.name]
+    real = []
+    for r in roots:
+        v = r.xreplace(numeric)
+        if v.is_extended_real and v > 0:
+            real.append((r, v))
+    if step != "1" or not real:
+        return none, None, None
+    # the root on the active piece: the one nearest the answer
+    root, v = min(real, key=lambda rv: abs(rv[1] - value))
+    closed = int(sympy.floor(v / k) * k if direction == "max" else sympy.ceiling(v / k) * k)
+    if root not in _SIMPLE:
+        _SIMPLE[root] = sympy.simplify(root)
+    op = "<=" if direction == "max" else ">="
+    relation = sympy.Le if direction == "max" else sympy.Ge
+    bound = relation(sympy.Symbol(unknown), _SIMPLE[root].xreplace({_CAP: sympy.Symbol("capacity")}),
+                     evaluate=False)
+    return f"{unknown} {op} {sympy.sstr(_SIMPLE[root])}", closed, bound
 
 
-def _symbolic_bound(scenario, unknown, target, value, direction) -> str:
+def _symbolic_roots(scenario, unknown, target, value):
+    """The roots of ``target(unknown) = capacity`` on the branch active at ``value``, with
+    the capacity, the parameter count and the workload as symbols (or why there are none)."""
     lib = scenario.library
     sym = lib._input_syms[unknown]
     keep = tuple(dict.fromkeys((unknown, "micro_batch", "seq_len")))
     expr = formula(scenario, target, keep=keep, opaque=("n_params",))
-    expr = _active_branch(expr, sym, value)
+    point = {lib._input_syms[n]: scenario.values[n] for n in keep if n in scenario.values}
+    expr = _active_branch(expr, {**point, sym: value})
+    if not _smooth_in(expr, sym):
+        return f"no closed form: ceil/floor/max in {unknown}"
     x = sympy.Dummy(unknown, positive=True)
-    cap = sympy.Symbol("capacity", positive=True)
-    op = "<=" if direction == "max" else ">="
-    if expr.has(sympy.ceiling, sympy.floor, sympy.Max, sympy.Min, sympy.Piecewise):
-        return f"{target}({unknown}) <= capacity (no closed form: ceil/floor/max in {unknown})"
     try:
-        roots = sympy.solve(sympy.Eq(expr.xreplace({sym: x}), cap), x)
+        roots = sympy.solve(sympy.Eq(expr.xreplace({sym: x}), _CAP), x)
     except (NotImplementedError, TypeError, ValueError):
         roots = []
-    if not roots:
-        return f"{target}({unknown}) <= capacity"
-    # choose the root that is positive at this scenario's capacity
-    numeric = {cap: scenario.values["capacity"], sympy.Symbol("n_params"): scenario.evaluate("n_params")}
-    for other in ("micro_batch", "seq_len"):
-        if other != unknown:
-            numeric[lib._input_syms[other]] = scenario.values[other]
-    best = None
-    for r in roots:
-        v = r.xreplace(numeric)
-        if v.is_real and v > 0:
-            best = r
-    best = best if best is not None else roots[-1]
-    return f"{unknown} {op} {sympy.sstr(sympy.simplify(best))}"
+    roots = [r for r in roots if not r.has(x)]
+    return roots or "sympy finds no closed form"
+
+
+def _not_real(scenario, target, unknown, x) -> DomainError:
+    """The error for a target that is not a real number at ``unknown = x``: the exact
+    evaluation's own, which names the rule that leaves the reals, where it raises one."""
+    try:
+        scenario.with_values(**{unknown: x}).evaluate(target)
+    except TypeError:  # sympy cannot order a number that is not real (zoo > 2)
+        pass
+    return DomainError(f"'{target}' is not a real number at {unknown}={x}",
+                       hint="a rule takes the square root or logarithm of a negative number, or divides by zero")
 
 
 def _infeasible(scenario, target, unknown, x, need, capacity, direction) -> InfeasibleError:

@@ -2,6 +2,7 @@
 hypothesis properties (the answer fits, the next value does not, the closed form agrees)."""
 import io
 import math
+import time
 
 import pytest
 import sympy
@@ -135,3 +136,116 @@ def test_answer_fits_and_next_does_not(lib, model, opts, unknown, cap_gib, other
         assert at(r.next_value) > cap_gib * 2**30
     if r.closed_value is not None:  # the closed form agrees with the exact search
         assert r.closed_value == r.value
+
+
+# ---------------------------------------------------------------- robustness (issues 12 and 18)
+def run(*argv):
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+LLAMA31_70B_PARAMS = 70_553_706_496  # Hugging Face model card
+
+
+def test_closed_form_is_the_method_only_when_there_is_one(lib):
+    # issue 12.4: this printed "no closed form" beside "method: closed-form" (the KV cache's
+    # ceil(seq_len / 16) block count made the symbolic bound give up, though it is not in micro_batch)
+    argv = ["llama3.1-70b", "--gpu", "h100-80g", "--set", "mode=infer", "--set", "tp=4", "--set", "seq_len=8192"]
+    code, out, err = run("solve", "max", "micro_batch", *argv)
+    assert (code, err) == (0, "")
+    lines = dict(line.split(": ", 1) for line in out.splitlines()[1:3])
+    assert lines["method"].startswith("closed-form")
+    assert lines["closed form"].startswith("micro_batch <= ") and "no closed form" not in out
+    # the bound that is printed reproduces the search, with the model card's parameter count
+    sc = Scenario.create(lib, "llama3.1-70b", "h100-80g", values={"mode": "infer", "tp": 4, "seq_len": 8192})
+    r = solve(sc, "max", "micro_batch")
+    numbers = {"capacity": H100, "n_params": LLAMA31_70B_PARAMS, "seq_len": 8192}
+    bound = r.bound.rhs.xreplace({s: numbers[s.name] for s in r.bound.rhs.free_symbols})
+    assert r.method == "closed-form" and math.floor(bound) == r.value == r.closed_value
+    at = lambda x: sc.with_values(micro_batch=x).evaluate("total")
+    assert at(r.value) <= H100 < at(r.value + 1)
+
+
+def test_no_closed_form_is_never_the_method(lib):
+    # the search answers, and the text says there is no closed form: the two agree
+    sc = Scenario.create(lib, "llama2-70b", "h100-80g", values={"mode": "infer", "seq_len": 4096, "micro_batch": 8})
+    r = solve(sc, "min", "tp", divisibility=False)
+    assert r.method == "search" and r.bound is None
+    assert not r.closed_form.startswith("tp ")
+
+
+def test_a_capacity_of_one_byte_is_infeasible():
+    # issue 18: AttributeError 'int' object has no attribute 'is_Rational'; GPT-2's weights alone
+    # are 124,439,808 parameters x 4 bytes (fp32 by default) > 1 byte
+    code, out, err = run("solve", "max", "micro_batch", "gpt2", "--capacity", "1 B")
+    assert code == 1 and out == ""
+    assert err.startswith("memform: error: does not fit even at micro_batch=1: total needs ")
+    assert "> capacity 1 B;" in err
+
+
+def test_multiple_of_that_no_divisor_meets_is_a_usage_error():
+    # issue 18: IndexError; GPT-2's 12 heads have the divisors 1, 2, 3, 4, 6, 12: none is a multiple of 5
+    code, out, err = run("solve", "max", "tp", "gpt2", "--gpu", "h100-80g", "--multiple-of", "5")
+    assert code == 2 and out == ""
+    assert err.startswith("memform: error: no value of 'tp' meets the constraints: tp is a multiple of 5; "
+                          "tp divides num_attention_heads (12)")
+    assert "hint: --no-divisibility" in err
+
+
+@pytest.mark.parametrize("k", [0, -1, 2**24 + 1])
+def test_multiple_of_out_of_range_is_a_usage_error(lib, k):
+    sc = Scenario.create(lib, "gpt2", "h100-80g")
+    with pytest.raises(UsageError, match="--multiple-of takes a whole number from 1 to 16,777,216"):
+        solve(sc, "max", "micro_batch", multiple_of=k)
+
+
+def test_a_target_past_the_float_range_is_still_searched(tmp_path):
+    # b^50 bytes <= 10^24: 3^50 = 7.2e23 fits, 4^50 = 1.3e30 does not; at b = 2^24 the target
+    # (2^1200) overflows a float, which the monotonicity check took for a turn
+    rules = tmp_path / "steep.mem"
+    rules.write_text('rule steep : bytes = micro_batch^50 * 1 B "a steep target"\n')
+    code, out, err = run("solve", "max", "micro_batch", "gpt2", "--capacity", "1e24 B", "--target", "steep",
+                         "--rules", str(rules))
+    assert (code, err) == (0, "")
+    assert out.startswith("max micro_batch = 3 ")
+
+
+def test_a_target_too_large_to_compute_is_refused_quickly(tmp_path):
+    # r40 = (micro_batch + 768)^(2^39): its exact value at micro_batch = 1 has about 5 * 10^12 bits
+    rules = tmp_path / "chain.mem"
+    rules.write_text('rule r1 : count = micro_batch + hidden_size ""\n'
+                     + "".join(f'rule r{i} : count = r{i - 1}^2 ""\n' for i in range(2, 41)))
+    start = time.monotonic()
+    code, out, err = run("solve", "max", "micro_batch", "gpt2", "--gpu", "h100-80g", "--target", "r40",
+                         "--rules", str(rules))
+    assert code == 2 and out == ""
+    assert "'r40' would have a value of more than 100,000 bits" in err
+    assert time.monotonic() - start < 30
+
+
+@pytest.mark.parametrize("rule, culprit", [
+    ("cuda_context + sqrt(dp - 2) * 1 B", "sqrt(dp - 2)"),  # sqrt(-1) at dp = 1
+    ("cuda_context + (if 1 / (dp - 1) > 2 then 1 B else 2 B)", "if 1 / (dp - 1)"),  # zoo > 2 at dp = 1
+    ("cuda_context + sqrt(5 - micro_batch) * 1 B", "sqrt(5 - micro_batch)"),  # complex from micro_batch = 6
+])
+def test_a_rule_that_leaves_the_reals_is_a_located_error(tmp_path, rule, culprit):
+    # issue 18: TypeError "Invalid comparison of non-real" from the search
+    rules = tmp_path / "mine.mem"
+    rules.write_text(f'override rule overhead : bytes = {rule} "mine"\n')
+    code, out, err = run("solve", "max", "micro_batch", "gpt2", "--gpu", "h100-80g", "--rules", str(rules))
+    assert code == 2 and out == ""
+    head = err.splitlines()[0]
+    assert head.startswith(f"{rules}:1:34: rule 'overhead' is not a real number")
+    assert culprit in err.splitlines()[1]
+
+
+def test_an_unknown_named_numpy_does_not_break_the_monotonicity_check(tmp_path):
+    # lambdify put the user's symbol 'numpy' where the module was: AttributeError on 'maximum'
+    rules = tmp_path / "mine.mem"
+    rules.write_text('input numpy : count >= 1 = 1 "a name that is also a module"\n'
+                     'rule mine : bytes = max(numpy, 2) * 1 GB "mine"\n')
+    code, out, err = run("solve", "max", "numpy", "gpt2", "--gpu", "h100-80g", "--target", "mine",
+                         "--rules", str(rules))
+    assert (code, err) == (0, "")
+    assert out.startswith("max numpy = 85 ")  # 85 GB <= 81559 MiB = 85.52 GB < 86 GB

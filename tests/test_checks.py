@@ -1,0 +1,100 @@
+"""check: a check that tests nothing fails, compiled checks cannot be broken by a user's
+names, and values that leave the real numbers are reported with the rule that makes them
+(issue 18); estimate refuses such a rule file with the same located error."""
+import io
+
+import pytest
+
+import engine
+from engine.checks import run_check, run_checks
+from engine.cli import main
+from engine.errors import UsageError
+
+
+def run(*argv):
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+MINE = '''\
+input numpy : count >= 1 = 1 "an input named like the module the checks are compiled to"
+check "an input named numpy": max(numpy, dp) >= 1
+check "dp is never negative": dp >= 0 where dp < 0
+rule layers_past_100 : count = sqrt(num_hidden_layers - 100) "not real below 100 layers"
+check "a square root of a negative number": layers_past_100 >= 0
+'''
+
+
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory):
+    """``memform check`` of MINE beside the library (one run for the three tests below)."""
+    path = tmp_path_factory.mktemp("checks") / "mine.mem"
+    path.write_text(MINE)
+    return (path, *run("check", str(path), "--samples", "20"))
+
+
+def test_an_input_named_numpy_does_not_break_the_compiled_checks(checked):
+    # 'numpy.ndarray' object has no attribute 'maximum': lambdify put the symbol in the namespace
+    _, code, out, err = checked
+    assert err == ""
+    assert "ok    an input named numpy (320 scenarios)" in out  # 16 model presets x 20 samples
+
+
+def test_a_check_whose_where_never_holds_fails(checked):
+    # dp >= 1 by its declaration: the check reported "ok" without testing anything
+    path, code, out, _ = checked
+    assert code == 1
+    assert (f"FAIL  dp is never negative\n      {path}:3: tested nothing: its 'where' holds in none of "
+            "the 320 scenarios sampled\n") in out
+
+
+def test_a_rule_that_leaves_the_reals_is_named(checked):
+    # every model preset has fewer than 100 layers but one (llama3.1-405b has 126)
+    path, _, out, _ = checked
+    fail = out[out.index("FAIL  a square root of a negative number"):].splitlines()
+    assert fail[1].endswith(": the left side is not a finite real number")
+    assert fail[2].startswith(f"{path}:4:32: rule 'layers_past_100' is not a real number here: its value is ")
+    assert fail[3] == "    4 | " + MINE.splitlines()[3]
+    assert fail[5].startswith("hint: with num_hidden_layers=")
+
+
+@pytest.mark.parametrize("samples", ["0", "-1", "20001"])
+def test_samples_out_of_range_is_a_usage_error(samples):
+    # --samples 0 reported every check "ok" (0 scenarios)
+    code, out, err = run("check", "--samples", samples)
+    assert code == 2 and out == ""
+    assert err.startswith(f"memform: error: --samples takes a whole number from 1 to 20,000, not {samples}\n")
+
+
+def test_run_checks_refuses_no_samples(lib):
+    with pytest.raises(UsageError):
+        run_checks(lib, samples=0)
+
+
+def test_an_override_that_leaves_the_reals_fails_the_library_checks_with_its_name(tmp_path):
+    # sqrt(dp - 2) is sqrt(-1) at dp = 1: the library's check on total failed with "nan >= nan"
+    path = tmp_path / "mine.mem"
+    path.write_text('override rule overhead : bytes = cuda_context + sqrt(dp - 2) * 1 B "mine"\n')
+    lib = engine.load(extra=[path])
+    item = next(i for i in lib.lowered_checks if i[0].doc == "memory never decreases when the micro-batch grows")
+    result = run_check(lib, *item, samples=50)
+    assert not result.ok
+    head, origin = result.failure.split("\n", 1)
+    assert head.endswith("not a finite real number")
+    assert origin.startswith(f"{path}:1:34: rule 'overhead' is not a real number here: its value is ")
+    assert origin.endswith(", dp=1")  # the hint: the values the rule used
+
+
+@pytest.mark.parametrize("rule, why", [
+    ("cuda_context + sqrt(dp - 2) * 1 B", "its value is 536870912 + I"),  # TypeError: complex to float
+    ("cuda_context + (if 1 / (dp - 1) > 2 then 1 B else 2 B)", "Invalid comparison of non-real zoo"),
+])
+def test_estimate_with_a_rule_that_leaves_the_reals_is_a_located_error(tmp_path, rule, why):
+    path = tmp_path / "mine.mem"
+    path.write_text(f'override rule overhead : bytes = {rule} "mine"\n')
+    code, out, err = run("estimate", "gpt2", "--rules", str(path))
+    assert code == 2 and out == ""
+    lines = err.splitlines()
+    assert lines[0] == f"{path}:1:34: rule 'overhead' is not a real number here: {why}"
+    assert lines[-1] == "hint: with cuda_context=536870912, dp=1"  # GPT-2's defaults: 512 MiB, dp = 1

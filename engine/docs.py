@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import re
+import shlex
 import tomllib
 from dataclasses import dataclass
 from fractions import Fraction
@@ -20,9 +21,9 @@ from typing import Iterable, Mapping
 
 import sympy
 
-from .display import DISPLAY, equation, latex, mathml
+from .display import DISPLAY, equation, latex, mathml, tex_name
 from .errors import EngineError, UsageError
-from .estimate import SHOWN_INPUTS, formula, gb, gib, whole_bytes
+from .estimate import SHOWN_INPUTS, TOTAL_OPAQUE, formula, gb, gib, whole_bytes
 from .model import Scenario
 from .parser import data_path
 from .registry import Library
@@ -36,8 +37,11 @@ TOPIC_ORDER = ("dtypes", "model", "parameters", "training", "activations", "infe
                "parallel", "parallelism", "overhead", "total")
 
 #: the source tree's docs/ folder: the committed reference and the worked examples
+#: (an installed package carries a copy of the examples only, under engine/_data/docs)
 DOCS_DIR = data_path("formulas").parent / "docs"
 EXAMPLES = DOCS_DIR / "examples.toml"
+#: whether DOCS_DIR is a repository checkout's docs/ (else there is no committed reference)
+IN_CHECKOUT = DOCS_DIR.parent.name != "_data"
 #: how to regenerate the committed reference (from the repository root)
 REGENERATE = "python -m engine docs --out docs"
 
@@ -351,7 +355,7 @@ def _quantity(value, unit: str) -> str:
 def _default(decl: InputDecl) -> str:
     if decl.default is None:
         return "none (a model preset sets it)"
-    value = decl.default.xreplace({BYTE: 1})
+    value = decl.default.xreplace({BYTE: sympy.Integer(1)})
     return _bytes(value) if decl.unit == "bytes" else _number(value)
 
 
@@ -360,7 +364,7 @@ def _setting(value) -> str:
     if isinstance(value, (str, bool)):
         return value if isinstance(value, str) else str(value).lower()
     if isinstance(value, sympy.Basic) and value.has(BYTE):
-        return _bytes(value.xreplace({BYTE: 1}))
+        return _bytes(value.xreplace({BYTE: sympy.Integer(1)}))
     return _number(value)
 
 
@@ -429,7 +433,8 @@ def _emit_topic(topic: Topic, lib: Library, w: "_Writer") -> None:
     for rule, expr in topic.rules:
         w.heading(2, rule.name, f"rule-{rule.name}", code=True)
         w.paragraph([rule.doc])
-        facts: list = [Strong("Unit:"), f" {rule.unit}."]
+        declared = rule.lower is not None or rule.upper is not None
+        facts: list = [Strong("Unit:"), f" {rule.unit}" + (f", {rule.domain_text()}." if declared else ".")]
         if rule.source:
             facts += [" ", Strong("Source:"), f" {rule.source}."]
         uses = sorted(lib.deps.get(rule.name, ()))
@@ -780,7 +785,7 @@ def estimate_html(est) -> str:
     scenario, total = est.scenario, est.total
     e = _Html()
     rows = [(name, value, formula(scenario, name)) for name, value in est.components.items()]
-    rows.append(("total", total, formula(scenario, "total", opaque=("n_params",))))
+    rows.append(("total", total, formula(scenario, "total", opaque=TOTAL_OPAQUE)))
     body = "\n".join(
         f"<tr><td>{e.code(name)}</td><td>{whole_bytes(value):,}</td><td>{gb(value)}</td><td>{gib(value)}</td>"
         f"<td>{100 * float(value / total) if total else 0:.1f} %</td><td>{mathml(expr, 'inline')}</td></tr>"
@@ -798,33 +803,30 @@ def estimate_html(est) -> str:
 
 def solve_latex(result) -> str:
     """A :class:`~engine.solve.SolveResult` as LaTeX (``SolveResult._repr_latex_``): the
-    answer with the unknown's symbol, the closed form and the bytes on each side of it.
+    answer with the unknown's symbol, the closed form typeset as math (sympy's LaTeX of the
+    bound, with the papers' symbols) and the bytes on each side of it.
 
     Examples
     --------
     >>> import engine
     >>> s = Scenario.create(engine.load(), "llama2-70b", values={"n_params": 70 * 10**9,
     ...     "zero_stage": 3, "capacity": 80 * 10**9, "optimizer_step_bytes": 0})
-    >>> print(engine.solve(s, "min", "dp", target="model_states")._repr_latex_().splitlines()[1])
+    >>> print("\\n".join(engine.solve(s, "min", "dp", target="model_states")._repr_latex_().splitlines()[1:3]))
     \\min N = 14 \\\\
+    \\text{closed form: } N \\geq \\frac{16 P}{C} \\\\
     """
     sym = latex(sympy.Symbol(result.unknown))
-    lines = [rf"\{result.direction} {sym} = {result.value} \\"]
-    bound = re.match(rf"{re.escape(result.unknown)} (<=|>=) (.*)", result.closed_form)
-    if bound:
-        op = r"\le" if bound.group(1) == "<=" else r"\ge"
-        lines.append(rf"\text{{closed form: }} {sym} {op} {_tt(bound.group(2))} \\")
-    else:
-        lines.append(rf"\text{{closed form: }} {_tt(result.closed_form)} \\")
-    lines.append(rf"\text{{method: }} {_tt(result.method)} \text{{; at }} {sym} = {result.value}\text{{: }} "
-                 rf"{gb(result.bytes_at_value)}\ \text{{GB}} \le {gb(result.capacity)}\ \text{{GB}}")
-    return "$$\\begin{array}{l}\n" + "\n".join(lines) + "\n\\end{array}$$"
-
-
-def _tt(text: str) -> str:
-    """Plain text as monospace math (valid in LaTeX and MathJax alike)."""
-    escaped = re.sub(r"([_{}%#&$])", r"\\\1", text).replace("^", r"\hat{}").replace(" ", r"\ ")
-    return rf"\mathtt{{{escaped}}}"
+    bound = getattr(result, "bound", None)  # the closed form as a relation, where sympy found one
+    if bound is not None:
+        closed = latex(bound)
+    else:  # the bytes as a function of the unknown, bounded by the capacity; no closed form
+        closed = rf"\text{{none; exact search of }} {tex_name(sympy.Symbol(result.target))}({sym}) \le C"
+    return ("$$\\begin{array}{l}\n"
+            rf"\{result.direction} {sym} = {result.value} \\" "\n"
+            rf"\text{{closed form: }} {closed} \\" "\n"
+            rf"\text{{method: {result.method}; at }} {sym} = {result.value}\text{{: }} "
+            rf"{gb(result.bytes_at_value)}\ \text{{GB}} \le {gb(result.capacity)}\ \text{{GB}}"
+            "\n\\end{array}$$")
 
 
 # ---------------------------------------------------------------------------- entry points
@@ -859,13 +861,31 @@ def check(lib: Library, folder: str | Path = DOCS_DIR, fmt: str = "md",
     >>> check(lib, folder, examples=None).name
     'reference.md'
     """
+    committed = Path(folder) == DOCS_DIR
+    if committed and not IN_CHECKOUT:
+        raise UsageError("no committed reference to check: memform is installed as a package, "
+                         "and only a repository checkout has a docs/ folder",
+                         hint="check a reference you generated with 'memform docs --out DIR': "
+                              "memform docs --check --out DIR")
     path = Path(folder) / FORMATS[fmt]
+    regenerate = REGENERATE if committed else _regenerate(folder, fmt)
     if not path.is_file():
         raise UsageError(f"no reference to check: '{display_path(path)}' does not exist",
-                         hint=f"generate it with '{REGENERATE}'")
+                         hint=f"generate it with '{regenerate}'")
     if path.read_text(encoding="utf-8") != render(lib, fmt, examples):
-        raise StaleDocsError(f"{display_path(path)} is stale: regenerate it with '{REGENERATE}'")
+        raise StaleDocsError(f"{display_path(path)} is stale: regenerate it with '{regenerate}'")
     return path
+
+
+def _regenerate(folder: str | Path, fmt: str) -> str:
+    """The command that writes the reference in ``fmt`` into ``folder``.
+
+    Examples
+    --------
+    >>> _regenerate("out", "md"), _regenerate("my docs", "html")
+    ('memform docs --out out', "memform docs --format html --out 'my docs'")
+    """
+    return " ".join(["memform docs", *(["--format", fmt] if fmt != "md" else []), "--out", shlex.quote(str(folder))])
 
 
 def display_path(path: Path) -> str:

@@ -9,6 +9,9 @@ canvas, so plotting never changes a notebook's or a script's pyplot backend.
 """
 from __future__ import annotations
 
+import math
+import re
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
@@ -22,6 +25,10 @@ from .model import Scenario
 from .rules import InputDecl
 
 GIB = 2**30
+#: the largest value --range takes (the grid spans it in 256 points; float64 sizes stay accurate there)
+MAX_VALUE = 2**40
+#: the title's font size, and the most characters it shows (an error note can be long)
+TITLE_SIZE, TITLE_CHARS = 10, 600
 
 
 @dataclass(frozen=True)
@@ -41,19 +48,23 @@ class Breakdown:
 
 
 def parse_range(text: str) -> tuple[int, int]:
-    """``"512:131072"`` -> ``(512, 131072)``; whole numbers, low >= 1, low < high.
+    """``"512:131072"`` -> ``(512, 131072)``; whole numbers in ASCII digits,
+    1 <= low < high <= :data:`MAX_VALUE`.
 
     Examples
     --------
     >>> parse_range("512:131072")
     (512, 131072)
     """
-    parts = text.split(":")
-    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
-        raise UsageError(f"--range takes LOW:HIGH in whole numbers, not '{text}'", hint="e.g. --range 512:131072")
-    lo, hi = (int(p) for p in parts)
+    shown = repr(text if len(text) <= 40 else text[:37] + "...")
+    match = re.fullmatch(r"\s*([0-9]+)\s*:\s*([0-9]+)\s*", text)
+    if match is None:
+        raise UsageError(f"--range takes LOW:HIGH in whole numbers, not {shown}", hint="e.g. --range 512:131072")
+    lo, hi = (int(p) if len(p) <= 20 else math.inf for p in match.groups())  # no int() of 5,000 digits
     if not 1 <= lo < hi:
-        raise UsageError(f"--range needs 1 <= LOW < HIGH, not {lo}:{hi}")
+        raise UsageError(f"--range needs 1 <= LOW < HIGH, not {shown}", hint="e.g. --range 512:131072")
+    if hi > MAX_VALUE:
+        raise UsageError(f"--range goes up to {MAX_VALUE:,} (2^40), not {shown}")
     return lo, hi
 
 
@@ -156,9 +167,9 @@ def plot(scenario: Scenario, x: str, lo: int, hi: int, out: str | Path | None = 
     ax.set_xlabel(x)
     ax.set_ylabel("memory per GPU (GiB = 2^30 B)")
     v = scenario.values
-    ax.set_title(f"{scenario.model or 'model'}: {v.get('mode')}, {v.get('precision')}, "
-                 f"ZeRO-{v.get('zero_stage')}, dp={v.get('dp')} tp={v.get('tp')} pp={v.get('pp')}"
-                 + ("" if data.best is not None or data.note is None else f"\n{data.note}"), fontsize=10)
+    _title(ax, f"{scenario.model or 'model'}: {v.get('mode')}, {v.get('precision')}, "
+               f"ZeRO-{v.get('zero_stage')}, dp={v.get('dp')} tp={v.get('tp')} pp={v.get('pp')}"
+               + ("" if data.best is not None or data.note is None else f"\n{data.note}"))
     ax.grid(True, alpha=0.3)
     ax.legend(loc="upper left", fontsize=8)
     if out is not None:
@@ -167,3 +178,17 @@ def plot(scenario: Scenario, x: str, lo: int, hi: int, out: str | Path | None = 
         except (OSError, ValueError) as exc:
             raise UsageError(f"cannot write plot '{out}': {exc}") from None
     return fig, data
+
+
+def _title(ax, text: str) -> None:
+    """Set ``text`` as the title of ``ax``, literally (no mathtext), shortened to
+    :data:`TITLE_CHARS` and wrapped (long words broken too) until it fits the figure's width."""
+    if len(text) > TITLE_CHARS:
+        text = text[:TITLE_CHARS - 1] + "\u2026"
+    title = ax.set_title(text, fontsize=TITLE_SIZE, parse_math=False)
+    renderer, room = ax.figure.canvas.get_renderer(), 0.9 * ax.figure.bbox.width  # centred over the axes
+    lines = text.splitlines()
+    chars = max(map(len, lines), default=0)
+    while (width := title.get_window_extent(renderer).width) > room and chars > 8:
+        chars = max(8, min(chars - 1, int(chars * room / width)))
+        title.set_text("\n".join(textwrap.fill(line, chars) for line in lines))

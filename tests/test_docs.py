@@ -176,9 +176,20 @@ def test_check_detects_a_stale_copy(tmp_path):
     code, out, err = run("docs", "--check", "--out", str(tmp_path))
     assert code == 1 and out == ""
     assert err.count("\n") == 1 and "reference.md is stale" in err and str(tmp_path) in err
+    # the command that regenerates this folder's copy (not the repository's docs/)
+    assert f"regenerate it with 'memform docs --out {tmp_path}'" in err
     (tmp_path / "reference.md").unlink()
     code, _, err = run("docs", "--check", "--out", str(tmp_path))
-    assert code == 2 and "does not exist" in err
+    assert code == 2 and "does not exist" in err and f"generate it with 'memform docs --out {tmp_path}'" in err
+
+
+def test_check_in_an_installed_package_needs_out(monkeypatch):
+    # an installed wheel has no docs/ folder with a committed reference (tests/test_wheel.py runs one)
+    monkeypatch.setattr("engine.docs.IN_CHECKOUT", False)
+    code, out, err = run("docs", "--check")
+    assert (code, out) == (2, "")
+    assert "memform is installed as a package" in err and "memform docs --check --out DIR" in err
+    assert "_data" not in err and "python -m engine" not in err
 
 
 def test_docs_writes_each_format(tmp_path):
@@ -362,10 +373,38 @@ def test_plot_without_matplotlib_says_how_to_install(monkeypatch, tmp_path):
     (["--range", "512"], "--range takes LOW:HIGH"),
     (["--range", "9:3"], "1 <= LOW < HIGH"),
     (["--range", "1:8", "--set", "micro_bach=2"], "unknown name 'micro_bach'"),
+    # ASCII digits only: str.isdigit accepts a superscript two, int() then refuses it
+    (["--range", "\u00b2:9"], "--range takes LOW:HIGH in whole numbers"),
+    (["--range", "\u07c3:9"], "--range takes LOW:HIGH in whole numbers"),  # NKo digit three
+    (["--range", "0:5"], "1 <= LOW < HIGH"),
+    (["--range", "1:1e30"], "--range takes LOW:HIGH in whole numbers"),
+    (["--range", "a:b"], "--range takes LOW:HIGH in whole numbers"),
+    (["--range", f"1:{2**41}"], "--range goes up to 1,099,511,627,776"),
+    (["--range", "1:" + "9" * 5000], "--range goes up to"),  # past int()'s 4,300-digit limit
 ])
-def test_plot_usage_errors(argv, message):
-    code, _, err = run("plot", "llama2-7b", "--x", "micro_batch", *argv)
-    assert code == 2 and message in err and "Traceback" not in err
+def test_plot_usage_errors(argv, message, tmp_path):
+    code, out, err = run("plot", "llama2-7b", "--x", "micro_batch", *argv, "--out", str(tmp_path / "x.png"))
+    assert code == 2 and out == "" and message in err and "Traceback" not in err
+    assert len(err) < 400 and not (tmp_path / "x.png").exists()
+
+
+def test_plot_title_fits_the_figure(lib, tmp_path):
+    # a long preset name (rule files may define one) with dollar signs, and an error note:
+    # Llama-2-70B does not fit one H100 for training at micro_batch 1 (16 B per parameter alone)
+    pytest.importorskip("matplotlib")
+    import dataclasses
+    from engine.plot import plot
+    s = Scenario.create(lib, "llama2-70b", "h100-80g")
+    s = dataclasses.replace(s, model="my_preset_" * 20 + "$cost_$")
+    fig, data = plot(s, "micro_batch", 1, 8, tmp_path / "p.png")
+    assert data.best is None and data.note.startswith("does not fit")
+    title = fig.axes[0].title
+    box, page = title.get_window_extent(fig.canvas.get_renderer()), fig.bbox
+    assert page.x0 <= box.x0 < box.x1 <= page.x1 and page.y0 <= box.y0 < box.y1 <= page.y1
+    shown = title.get_text()
+    assert shown.count("\n") >= 3  # the name and the note are wrapped
+    assert re.sub(r"\s", "", shown).startswith("my_preset_" * 20 + "$cost_$:train,")  # literally, not mathtext
+    assert re.sub(r"\s", "", shown).endswith(re.sub(r"\s", "", data.note))
 
 
 # ---------------------------------------------------------------------------- notebook display
@@ -394,4 +433,6 @@ def test_solve_result_latex(lib):
     tex = engine.solve(s, "min", "dp", target="model_states")._repr_latex_()
     assert tex.startswith("$$\\begin{array}{l}") and tex.endswith("\\end{array}$$")
     assert "\\min N = 14" in tex                         # LIT-03: 1120 GB / 80 GB -> 14
-    assert "N \\ge \\mathtt{16*n\\_params/capacity}" in tex
+    # Rajbhandari et al. 2020: ZeRO-3 keeps 16 P / N bytes of model states per rank, so N >= 16 P / C,
+    # typeset as math (sympy's LaTeX), not as monospace text
+    assert "\\text{closed form: } N \\geq \\frac{16 P}{C} \\\\" in tex and "\\mathtt" not in tex

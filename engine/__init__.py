@@ -16,7 +16,7 @@ from .errors import EngineError
 #: with a warm cache never imports sympy (see :mod:`engine.fast`)
 _LAZY = {"Library": ("registry", "Library"), "load": ("registry", "load"),
          "Scenario": ("model", "Scenario"), "estimate": ("estimate", "estimate"),
-         "show": ("estimate", "formula"), "solve": ("solve", "solve"), "plan": ("plan", "plan")}
+         "show": ("estimate", "show"), "solve": ("solve", "solve"), "plan": ("plan", "plan")}
 
 __all__ = ["EngineError", *_LAZY]
 

@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from .errors import EngineError, UsageError
+from .errors import EngineError, UsageError, shown
 
 USAGE_EXAMPLES = """examples:
   memform estimate llama2-7b --gpu h100-80g --set micro_batch=4 --set seq_len=4096
@@ -28,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="memform", description="GPU memory of LLM training and serving, "
                      "with the formula behind every number.", epilog=USAGE_EXAMPLES,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"memform {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
@@ -42,7 +43,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a model preset name (see 'memform presets') or a Hugging Face config.json")
     est.add_argument("--gpu", help="a GPU preset: shows whether the total fits")
     est.add_argument("--capacity", metavar="BYTES", help="GPU capacity instead of --gpu, e.g. 80GB")
-    est.add_argument("--json", action="store_true", help="print JSON")
+    est.add_argument("--json", action="store_true", help="print JSON (errors too, as {\"error\": ...})")
+    est.add_argument("--check", action="store_true",
+                     help="exit 1 when the job does not fit the GPU (the total or the step's peak)")
+    est.add_argument("--no-divisibility", action="store_true",
+                     help="accept layouts where tp does not divide the heads, pp the layers or ep the experts")
 
     slv = sub.add_parser("solve", parents=[common], help="best whole value of an unknown that fits")
     slv.add_argument("direction", choices=["max", "min"], metavar="max|min")
@@ -73,6 +78,14 @@ def build_parser() -> argparse.ArgumentParser:
     pln.add_argument("--top", type=int, default=10)
     pln.add_argument("--max-micro-batch", type=int, default=256)
     pln.add_argument("--json", action="store_true")
+    pln.add_argument("--no-divisibility", action="store_true",
+                     help="accept uneven layouts: tp not dividing the heads, pp the layers, ep the experts")
+
+    nms = sub.add_parser("names", help="inputs, options, rules and the aliases of other tools' names")
+    nms.add_argument("pattern", metavar="PATTERN", nargs="?",
+                     help="part of a name, or a glob (zero, '*_bytes'); default: all")
+    nms.add_argument("--rules", action="append", default=[], metavar="FILE")
+    nms.add_argument("--json", action="store_true", help="print JSON")
 
     chk = sub.add_parser("check", help="parse the library (and FILEs) and test every check")
     chk.add_argument("files", nargs="*", metavar="FILE", help="rule files loaded beside the library")
@@ -110,43 +123,116 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("memform")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "(source tree)"
+
+
+def _note(text: str) -> None:
+    sys.stderr.write(f"memform: note: {text}\n")
+
+
+def _is_file(path: str) -> bool:
+    """Whether ``path`` names a file; a name the OS refuses (too long ...) is a usage error."""
+    try:
+        return Path(path).is_file()
+    except OSError as exc:
+        raise UsageError(f"cannot use '{shown(path, 255)}' as a path: {exc.strerror}") from None
+    except ValueError:  # an embedded NUL
+        raise UsageError(f"'{shown(path, 255)}' is not a valid path") from None
+
+
+
+
 def _library(files):
     from .registry import load
     for f in files:
-        if not Path(f).is_file():
-            raise UsageError(f"no such rule file: '{f}'")
+        if not _is_file(f):
+            raise UsageError(f"no such rule file: '{shown(f, 255)}'")
     return load(extra=files)
+
+
+def is_config_path(lib, model: str) -> bool:
+    """Whether MODEL names a config.json rather than a preset: it looks like a path (a
+    folder separator, a ``.json`` ending), or it is a file and no preset has its name."""
+    if "/" in model or model.endswith(".json") or (Path(model).suffix and _is_file(model)):
+        return True
+    if lib is not None and ("model", model) in lib.presets:
+        if _is_file(model):
+            _note(f"'{shown(model, 255)}' is a model preset; for the file of that name write ./{shown(model, 255)}")
+        return False
+    return _is_file(model)
+
+
+def _capacity(lib, text: str):
+    """``--capacity`` needs a byte unit: a bare number is refused, with what it could mean."""
+    from .model import parse_setting
+    name, value = parse_setting(lib, f"capacity={text}")
+    if not any(c.isalpha() for c in text):
+        raise UsageError(f"--capacity {shown(text)} has no unit",
+                         hint=f"write {shown(text.strip())}GB (10^9 bytes) or {shown(text.strip())}GiB (2^30 "
+                              "bytes; a card sold as '24 GB' has 24 GiB), or choose --gpu (see 'memform presets')")
+    return value
 
 
 def _scenario(lib, args, model):
     from .model import Scenario, parse_setting
-    values = dict(parse_setting(lib, text) for text in args.sets)
+    notes: list[str] = []
+    values = dict(parse_setting(lib, text, notes) for text in args.sets)
+    for text in notes:
+        _note(text)
     gpu = getattr(args, "gpu", None)
     capacity = getattr(args, "capacity", None)
     if gpu and capacity:
         raise UsageError("give --gpu or --capacity, not both")
     if capacity:
-        _, values["capacity"] = parse_setting(lib, f"capacity={capacity}")
+        values["capacity"] = _capacity(lib, capacity)
     config_values = {}
-    if model is not None and (model.endswith(".json") or Path(model).is_file()):
+    if model is not None and is_config_path(lib, model):
+        if not _is_file(model):
+            raise UsageError(f"no such file: '{shown(model, 255)}'", hint=(
+                "a Hugging Face id (org/name) is not resolved yet: download its config.json and give its path"
+                if model.count("/") == 1 and not model.endswith(".json") else
+                "MODEL is a preset (see 'memform presets') or the path of a Hugging Face config.json"))
         from .hfconfig import read_config
         config = read_config(model, lib)
         if config.unknown:
-            sys.stderr.write(f"memform: note: {model}: fields not understood (not used): "
-                             + ", ".join(config.unknown) + "\n")
+            _note(f"{shown(model, 255)}: fields not understood (not used): " + ", ".join(config.unknown))
         config_values, model = config.values, None
     elif model is not None:
-        lib.preset("model", model)
+        _model_preset(lib, model)
     if gpu is not None:
         lib.preset("gpu", gpu)
     scenario = Scenario.create(lib, model, gpu, values=config_values)
     if model is None and config_values:
         scenario = Scenario(lib, scenario.values, getattr(args, "model", None), gpu)
-    return scenario.with_values(**values) if values else scenario
+    scenario = scenario.with_values(**values) if values else scenario
+    if not getattr(args, "no_divisibility", True):
+        from .layout import check
+        check(scenario)
+    return scenario
+
+
+def _model_preset(lib, model: str) -> None:
+    """Refuse an unknown MODEL with the nearest preset and what else MODEL may be."""
+    from .errors import UnknownNameError, did_you_mean
+    if ("model", model) in lib.presets:
+        return
+    known = sorted(n for k, n in lib.presets if k == "model")
+    near = did_you_mean(model.lower(), known)
+    raise UnknownNameError(f"unknown model '{shown(model)}'",
+                           hint=near or "MODEL is a preset (see 'memform presets') or the path of a Hugging "
+                           "Face config.json")
 
 
 def cmd_estimate(args, out) -> int:
     from . import fast
+    if args.check and not (args.gpu or args.capacity or any(t.split("=", 1)[0].strip() == "capacity"
+                                                             for t in args.sets)):
+        raise UsageError("--check needs a capacity", hint="give --gpu GPU or --capacity 80GB")
     report = fast.report(args)  # exact numbers without sympy, when the cache can answer
     if report is None:
         from .estimate import estimate
@@ -158,6 +244,10 @@ def cmd_estimate(args, out) -> int:
         out.write(json.dumps(report.to_json(), indent=2) + "\n")
     else:
         report.print_table(out)
+    if args.check and report.capacity is not None:  # (a capacity pinned with --set counts too)
+        verdict = report.to_json()
+        if not (verdict["fits"] and verdict["fits_at_peak"] is not False):
+            return 1
     return 0
 
 
@@ -179,7 +269,7 @@ def cmd_solve(args, out) -> int:
         out.write(json.dumps(r.to_json(), indent=2) + "\n")
         return 0
     where = args.gpu or f"{gb(r.capacity)} GB"
-    out.write(f"{r.direction} {r.unknown} = {r.value}   ({args.model} on {where}, {r.target} <= capacity)\n")
+    out.write(f"{r.direction} {r.unknown} = {r.value}   ({shown(args.model, 255)} on {where}, {r.target} <= capacity)\n")
     out.write(f"closed form: {r.closed_form}\n")
     out.write(f"method: {r.method}" + (" (the closed form's bound reproduces the exact search)\n"
                                        if r.method == "closed-form" else " (exact integer search)\n"))
@@ -193,20 +283,12 @@ def cmd_solve(args, out) -> int:
 
 
 def cmd_show(args, out) -> int:
-    import sympy
-    from .estimate import formula
+    from .estimate import SHOWN_INPUTS, show
     lib = _library(args.rules)
     scenario = _scenario(lib, args, args.model)
-    if args.rule not in lib.rules:
-        lib.check_value(args.rule, None)
     explicit = {text.split("=", 1)[0].strip() for text in args.sets}
-    keep = tuple(n for n in ("micro_batch", "seq_len") if n not in explicit) + tuple(args.keep)
-    for name in args.keep:
-        if name not in lib.inputs:
-            lib.check_value(name, None)
-    expr = formula(scenario, args.rule, keep=keep, opaque=())
-    if not expr.has(sympy.Piecewise):
-        expr = sympy.expand(expr)
+    keep = tuple(n for n in SHOWN_INPUTS if n not in explicit) + tuple(args.keep)
+    expr = show(scenario, args.rule, keep=keep)
     if args.latex:
         from .display import latex
         out.write(latex(expr) + "\n")
@@ -217,25 +299,25 @@ def cmd_show(args, out) -> int:
 
 def cmd_plan(args, out) -> int:
     from .estimate import gb
-    from .plan import exact, plan
+    from .plan import exact, plan, validate_plan_args
+    validate_plan_args(args.gpus, args.top, args.max_micro_batch)
     lib = _library(args.rules)
     scenario = _scenario(lib, args, args.model)
-    if args.gpus < 1:
-        raise UsageError("--gpus takes a whole number >= 1")
     with _LazyProgress() as progress:
         rows = plan(scenario, args.gpus, max_micro_batch=args.max_micro_batch, sort=args.sort,
-                    progress=progress)
+                    progress=progress, divisibility=not args.no_divisibility)
     shown = [r for r in (exact(scenario, row) for row in rows[:args.top]) if r is not None]
     if args.json:
         out.write(json.dumps({"feasible": len(rows), "layouts": [r.to_json() for r in shown]}, indent=2) + "\n")
         return 0 if rows else 1
     if not rows:
-        out.write(f"no layout of {args.gpus} GPUs fits {args.model}\n")
+        out.write(f"no layout of {args.gpus} GPUs fits {shown(args.model, 255)}\n")
         return 1
     from rich.console import Console
     from rich.table import Table
-    table = Table(title=f"{args.model} on {args.gpus} x {args.gpu or 'GPU'}: {len(rows)} layouts fit "
-                        f"(sorted by {args.sort})", title_justify="left")
+    from rich.text import Text
+    table = Table(title=Text(f"{shown(args.model, 255)} on {args.gpus} x {args.gpu or 'GPU'}: {len(rows)} layouts "
+                             f"fit (sorted by {args.sort})"), title_justify="left")
     for col in ("tp", "pp", "dp", "ZeRO", "recompute", "micro_batch", "per-GPU GB", "headroom GB"):
         table.add_column(col, justify="right")
     for r in shown:
@@ -269,8 +351,31 @@ class _LazyProgress:
         return False
 
 
+def cmd_names(args, out) -> int:
+    from .names import entries
+    lib = _library(args.rules)
+    rows = entries(lib, args.pattern)
+    if args.json:
+        out.write(json.dumps([r.to_json() for r in rows], indent=2) + "\n")
+        return 0 if rows else 1
+    if not rows:
+        out.write(f"no name matches '{shown(args.pattern)}'\n")
+        return 1
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+    table = Table(box=None, pad_edge=False)
+    for col in ("name", "kind", "unit or choices", "default", "description"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(*(Text(x) for x in (r.name, r.kind, r.unit, r.default, r.doc)))
+    Console(file=out, width=max(120, Console().width), highlight=False).print(table)
+    return 0
+
+
 def cmd_check(args, out) -> int:
-    from .checks import run_checks
+    from .checks import run_checks, validate_samples
+    validate_samples(args.samples)  # before the library is loaded
     lib = _library(args.files)
     results = run_checks(lib, samples=args.samples)
     failed = 0
@@ -323,7 +428,7 @@ def cmd_plot(args, out) -> int:
     _, data = plot(scenario, args.x, lo, hi, path)
     out.write(f"wrote {path}\n")
     if data.best is not None:
-        out.write(f"max {args.x} = {data.best:,}   ({args.model} on {args.gpu or 'the capacity'}, total <= capacity)\n")
+        out.write(f"max {args.x} = {data.best:,}   ({shown(args.model, 255)} on {args.gpu or 'the capacity'}, total <= capacity)\n")
     elif data.note:
         out.write(f"{data.note}\n")
     return 0
@@ -341,7 +446,7 @@ def cmd_measure(args, out) -> int:
     from .measure import format_table, measure
     lib = _library(args.rules)
     scenario = _measured(lib, args)
-    config = args.model if (args.model.endswith(".json") or Path(args.model).is_file()) else None
+    config = args.model if is_config_path(lib, args.model) else None
     m = measure(scenario, config)
     out.write(json.dumps(m.to_json(), indent=2) + "\n" if args.json else format_table(m))
     return 0
@@ -351,7 +456,7 @@ def cmd_calibrate(args, out) -> int:
     from .measure import calibrate
     lib = _library(args.rules)
     scenario = _measured(lib, args)
-    config = args.model if (args.model.endswith(".json") or Path(args.model).is_file()) else None
+    config = args.model if is_config_path(lib, args.model) else None
     text = calibrate(scenario, config).rule_file()
     if args.out is None:
         out.write(text)
@@ -364,20 +469,37 @@ def cmd_calibrate(args, out) -> int:
     return 0
 
 
+def error_json(exc: EngineError) -> dict:
+    """An error as ``--json`` prints it: its kind, message, hint, place and exit code."""
+    from .errors import ErrorGroup
+    if isinstance(exc, ErrorGroup):
+        return {"type": "ErrorGroup", "message": exc.message, "errors": [error_json(e) for e in exc.errors],
+                "exit_code": exc.exit_code}
+    span = exc.span
+    where = None if span is None else {"file": span.file, "line": span.line, "column": span.column,
+                                       "length": span.length, "text": span.text}
+    return {"type": type(exc).__name__, "message": exc.message, "hint": exc.hint, "location": where,
+            "exit_code": exc.exit_code}
+
+
 COMMANDS = {"estimate": cmd_estimate, "solve": cmd_solve, "show": cmd_show, "plan": cmd_plan,
             "check": cmd_check, "presets": cmd_presets, "docs": cmd_docs, "plot": cmd_plot,
-            "measure": cmd_measure, "calibrate": cmd_calibrate}
+            "measure": cmd_measure, "calibrate": cmd_calibrate, "names": cmd_names}
 
 
 def main(argv: list[str] | None = None, out=None, err=None) -> int:
     """Run the command line; returns the exit code instead of raising."""
     out = out or sys.stdout
     err = err or sys.stderr
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args, out)
     except EngineError as exc:
-        err.write(f"{exc}\n" if exc.span is not None else f"memform: error: {exc}\n")
+        if "--json" in argv:  # a script reads the error from stdout, as it would the answer
+            out.write(json.dumps({"error": error_json(exc)}, indent=2) + "\n")
+        else:
+            err.write(f"{exc}\n" if exc.span is not None else f"memform: error: {exc}\n")
         return exc.exit_code
     except KeyboardInterrupt:
         err.write("memform: interrupted\n")

@@ -6,9 +6,9 @@ from typing import Mapping
 
 import sympy
 
-from .model import Scenario
-from .report import (OPAQUE_RULES, SHOWN_INPUTS, TOP_LEVEL, Report, estimate_json, extra_rules,  # noqa: F401
-                     gb, gib, whole_bytes)
+from .model import Scenario, _check_size
+from .report import (OPAQUE_RULES, SHOWN_INPUTS, SIZES, TOP_LEVEL, TOTAL_OPAQUE, Report,  # noqa: F401
+                     estimate_json, extra_rules, gb, gib, whole_bytes)
 
 
 def components(scenario: Scenario, rule: str = "total") -> list[str]:
@@ -24,6 +24,27 @@ def components(scenario: Scenario, rule: str = "total") -> list[str]:
         ordered = [n for n in TOP_LEVEL if n in names] + [n for n in names if n not in TOP_LEVEL]
         return [leaf for n in ordered for leaf in components(scenario, n)]
     return [rule]
+
+
+def derived(lib) -> frozenset[str]:
+    """Rules computed from the components of ``total`` without being one (``total``,
+    ``model_states``, ``peak`` ...): pinning one would leave the components it is made of
+    as they were, so :class:`~engine.model.Scenario` refuses such pins."""
+    found = getattr(lib, "_derived", None)
+    if found is None:
+        from .model import Scenario
+        parts = set(components(Scenario(lib))) if "total" in lib.rules else set()
+        closure: dict[str, set] = {}
+
+        def deps(name: str) -> set:
+            if name not in closure:
+                closure[name] = set()
+                for d in lib.deps.get(name, ()):
+                    closure[name] |= {d} | deps(d)
+            return closure[name]
+
+        found = lib._derived = frozenset(n for n in lib.rules if n not in parts and deps(n) & parts)
+    return found
 
 
 def formula(scenario: Scenario, rule: str, keep=SHOWN_INPUTS, opaque=OPAQUE_RULES) -> sympy.Expr:
@@ -43,10 +64,62 @@ def formula(scenario: Scenario, rule: str, keep=SHOWN_INPUTS, opaque=OPAQUE_RULE
             expr = lib.lowered[name].xreplace(bindings)
             memo[name] = expr.xreplace({sympy.Symbol(d): expand(d) for d in lib.deps[name]
                                         if sympy.Symbol(d) in expr.free_symbols})
+            _check_size(memo[name], name, lib)  # rules that square each other stop here
         return memo[name]
 
     from .registry import apply_at
     return apply_at(expand(rule, top=True))
+
+
+def show(scenario: Scenario, rule: str, keep=SHOWN_INPUTS) -> sympy.Expr:
+    """What ``memform show RULE`` prints: ``rule`` under ``scenario`` with every rule
+    inlined, the inputs in ``keep`` symbolic, expanded unless it is piecewise.
+
+    Examples
+    --------
+    >>> from engine import load
+    >>> s = Scenario.create(load(), "llama2-7b", values={"mode": "infer", "kv_paging": "none"})
+    >>> show(s, "kv_cache")
+    524288*micro_batch*seq_len
+    """
+    from .errors import UsageError
+    lib = scenario.library
+    if rule not in lib.rules:
+        decl = lib.decls.get(rule)
+        if decl is None:
+            lib.check_value(rule, None)  # the unknown-name error, with a hint
+        kind = type(decl).__name__.removesuffix("Decl").lower()
+        raise UsageError(f"'{rule}' is an {kind}, not a rule" if kind[0] in "aeiou" else
+                         f"'{rule}' is a {kind}, not a rule",
+                         hint=f"'memform names {rule}' describes it; show takes a rule (memform names --json)")
+    for name in keep:
+        if name not in lib.inputs:
+            lib.check_value(name, None)  # unknown, or not an input
+            raise UsageError(f"'{name}' is not an input: only inputs can be kept symbolic")
+    expr = formula(scenario, rule, keep=tuple(keep), opaque=())
+    if not expr.has(sympy.Piecewise) and _expanded_terms(expr) <= MAX_SHOWN_TERMS:
+        expr = sympy.expand(expr)  # a polynomial of a few terms reads best expanded
+    return expr
+
+
+#: the most terms ``show`` expands an expression into (past that it is shown as composed)
+MAX_SHOWN_TERMS = 10_000
+
+
+def _expanded_terms(expr, limit: int = MAX_SHOWN_TERMS) -> int:
+    """An upper bound of the terms ``expand(expr)`` gives, capped just past ``limit``
+    (found without expanding: ``(h + 1)^(2^40)`` must not be expanded to learn its size)."""
+    if expr.is_Add:
+        return min(limit + 1, sum(_expanded_terms(a, limit) for a in expr.args))
+    if expr.is_Mul:
+        out = 1
+        for a in expr.args:
+            out = min(limit + 1, out * _expanded_terms(a, limit))
+        return out
+    if expr.is_Pow and expr.exp.is_Integer and expr.exp > 1:
+        base = _expanded_terms(expr.base, limit)
+        return 1 if base == 1 else min(limit + 1, base ** min(int(expr.exp), 64))
+    return 1
 
 
 @dataclass(frozen=True)
@@ -61,6 +134,12 @@ class Estimate:
     @property
     def total(self) -> sympy.Rational:
         return self.rules["total"]
+
+    def __repr__(self) -> str:
+        s = self.scenario
+        fit = "" if self.fits is None else (", fits" if self.fits else ", does not fit")
+        on = f" on {s.gpu}" if s.gpu else ""
+        return f"<Estimate {s.model or 'model'}{on}: total {gb(self.total)} GB ({gib(self.total)} GiB){fit}>"
 
     @property
     def fits(self) -> bool | None:
@@ -82,8 +161,8 @@ class Estimate:
         shown = {}
         if formulas:
             shown = {name: show_text(formula(scenario, name)) for name in self.components}
-            shown["total"] = show_text(formula(scenario, "total", opaque=("n_params",)))
-        rules = dict(self.rules, n_params=scenario.evaluate("n_params"))
+            shown["total"] = show_text(formula(scenario, "total", opaque=TOTAL_OPAQUE))
+        rules = dict(self.rules, **{n: scenario.evaluate(n) for n in SIZES if n in scenario.library.rules})
         return Report(scenario.model, scenario.gpu, scenario.values, rules, self.components,
                       self.capacity, shown)
 

@@ -8,12 +8,15 @@ does with sympy.  The formula column of the table is rendered with sympy the fir
 a combination of options and sizes is estimated and kept beside it; ``micro_batch`` and
 ``seq_len`` stay symbolic in it, so other workloads reuse it.
 
-Both files carry the hash of the rule files, the grammar and the engine's source in their
-names and inside (:func:`engine.cache.fingerprint`); anything stale, unreadable or of
-another format is ignored.  The fast path answers only when it can answer exactly as the
-full path would: on anything else (an unknown name, a bad value, a rule file of the user's
-own, a Hugging Face config, an undefined value, a missing formula) it returns ``None`` and
-the full path answers, with its errors.  ``tests/test_fast.py`` checks the two agree.
+Both files are kept by :mod:`engine.cache`: plain JSON (never a pickle: nothing in them
+is code), named for the hash of the rule files, the grammar and the engine's source
+(:func:`engine.cache.fingerprint`), which they also carry inside, and checked against an
+HMAC before they are parsed; anything stale, unreadable, altered or of another format is
+ignored, and rebuilt by the full path.  The fast path answers only when it can answer
+exactly as the full path would: on anything else (an unknown name, a bad value, a rule
+file of the user's own, a Hugging Face config, an undefined value, a missing formula) it
+returns ``None`` and the full path answers, with its errors.  ``tests/test_fast.py``
+checks the two agree.
 
 Text from the command line reaches Python only through the lark grammar of the rule
 language; nothing is evaluated.
@@ -22,22 +25,24 @@ from __future__ import annotations
 
 import math
 import os
-import pickle
-import tempfile
 from fractions import Fraction
 from pathlib import Path
 
-from .cache import cache_dir, fingerprint, prune
-from .paths import data_path, grammar_path
-from .report import SHOWN_INPUTS, TOP_LEVEL, Report, extra_rules
-from .units import BYTE_UNITS, UNITS
+from .cache import read, source_key, write
+from .errors import EngineError
+from .layout import DIVIDES, broken
+from .report import SHOWN_INPUTS, SIZES, TOP_LEVEL, Report, extra_rules
+from .units import BYTE_UNITS, UNITS, read_decimal
 
 #: the layout of the compiled form; a file of another format is ignored
-FORMAT = 1
+FORMAT = 2
 #: the most combinations of options whose formula column is kept
 MAX_FORMULAS = 1000
 #: the most bits an exact value may have (as :data:`engine.model.MAX_BITS`)
 MAX_BITS = 100_000
+#: the largest value, and the finest fraction's denominator, a name may be given (as
+#: :data:`engine.values.MAX_VALUE`)
+MAX_VALUE = 10**30
 
 
 class Unsupported(Exception):
@@ -46,55 +51,51 @@ class Unsupported(Exception):
 
 # ---------------------------------------------------------------- files
 def _key() -> str | None:
-    if os.environ.get("MEMFORM_NO_CACHE"):
-        return None
-    return fingerprint(data_path("formulas"), grammar_path())
-
-
-def _path(kind: str, key: str) -> Path:
-    return cache_dir() / f"{kind}-{key}.pickle"
+    return source_key()
 
 
 def _read(kind: str, key: str):
-    try:
-        with _path(kind, key).open("rb") as f:
-            stored = pickle.load(f)
-        if stored["format"] == FORMAT and stored["key"] == key:
-            return stored
-    except Exception:  # missing, truncated, corrupt or from another version: not trusted
-        pass
+    """The stored ``kind`` for sources ``key``, when it is of this format and well formed."""
+    stored = read(kind, key)
+    if (isinstance(stored, dict) and stored.get("format") == FORMAT and stored.get("key") == key
+            and (kind != "formulas" or _formula_columns(stored.get("formulas")))):
+        return stored
     return None
 
 
+def _formula_columns(formulas) -> bool:
+    """Whether ``formulas`` maps keys of :func:`_formula_key` to {rule: formula text}.  (The
+    compiled form is compared whole with a fresh one by :func:`ensure` instead.)"""
+    return isinstance(formulas, dict) and all(
+        isinstance(k, tuple) and isinstance(column, dict)
+        and all(isinstance(n, str) and isinstance(f, str) for n, f in column.items())
+        for k, column in formulas.items())
+
+
 def _write(kind: str, key: str, data: dict) -> None:
-    path = _path(kind, key)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{kind}-")
-        with os.fdopen(fd, "wb") as f:
-            pickle.dump(dict(data, format=FORMAT, key=key), f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)
-    except OSError:  # a read-only home is no reason to fail
-        return
-    prune(kind, key)
+    write(kind, key, dict(data, format=FORMAT, key=key))
 
 
 # ---------------------------------------------------------------- compiling (full path, with sympy)
 def ensure(library, key: str) -> None:
-    """Write the compiled form of ``library`` (the shipped one, hashed ``key``) unless it exists."""
-    if _read("compiled", key) is None:
-        _write("compiled", key, compile_library(library))
+    """Write the compiled form of ``library`` (the shipped one, hashed ``key``) unless the
+    cache holds exactly that already: whatever else is there is replaced."""
+    compiled = compile_library(library)
+    if _read("compiled", key) != dict(compiled, format=FORMAT, key=key):
+        _write("compiled", key, compiled)
 
 
 def compile_library(lib) -> dict:
     """The plain-data form of a resolved library: what validating values and evaluating
     rules need, with each rule's expression as a tree of tuples."""
-    from .estimate import components
+    from .estimate import components, derived
     from .model import Scenario
     inputs = {n: (UNITS[d.unit][0], d.integer, _fraction(d.lower), d.lower_strict, _fraction(d.upper))
               for n, d in lib.inputs.items()}
     options = {n: (tuple(d.choices), d.numeric) for n, d in lib.options.items()}
     rules = {n: (UNITS[d.unit][0], UNITS[d.unit][1], _tree(lib, n)) for n, d in lib.rules.items()}
+    rule_domains = {n: (_bound(d.lower), d.lower_strict, _bound(d.upper)) for n, d in lib.rules.items()
+                    if d.lower is not None or d.upper is not None}
     defaults = {}
     for name, decl in lib.inputs.items():
         if decl.default is not None:
@@ -104,11 +105,17 @@ def compile_library(lib) -> dict:
     presets = {key: tuple((n, _plain(lib.check_value(n, v, span))) for n, v, span in p.settings)
                for key, p in lib.presets.items()}
     return {"inputs": inputs, "options": options, "rules": rules, "defaults": defaults,
-            "presets": presets, "components": components(Scenario(lib)) if "total" in lib.rules else []}
+            "presets": presets, "components": components(Scenario(lib)) if "total" in lib.rules else [],
+            "derived": sorted(derived(lib)), "rule_domains": rule_domains}
 
 
 def _fraction(value):
     return None if value is None else Fraction(int(value.p), int(value.q))
+
+
+def _bound(value):
+    """A rule's domain bound as plain data: a Fraction, the name of an input or rule, or None."""
+    return value if isinstance(value, str) else _fraction(value)
 
 
 def _plain(value):
@@ -269,7 +276,7 @@ def parse_value(text: str):
             raise Unsupported(f"'{data}' in a value")
 
         def quantity(self, number, unit):
-            value = Fraction(str(number))
+            value = read_decimal(str(number))  # ValueError (-> Unsupported) when too large to build
             return (value, 0) if unit is None else (value * BYTE_UNITS[str(unit)], 1)
 
         def name(self, tok):
@@ -282,7 +289,7 @@ def parse_value(text: str):
             return _same(a, b, a[0] - b[0])
 
         def mul(self, a, b):
-            return (_num(a)[0] * _num(b)[0], a[1] + b[1])
+            return (_sized(_num(a))[0] * _sized(_num(b))[0], a[1] + b[1])
 
         def div(self, a, b):
             if _num(b)[0] == 0:
@@ -295,7 +302,7 @@ def parse_value(text: str):
         def pow(self, a, b):
             if _num(b)[1] != 0 or b[0].denominator != 1 or abs(b[0]) > 64 or (_num(a)[0] == 0 and b[0] < 0):
                 raise Unsupported("a power the full path checks")
-            return (a[0] ** int(b[0]), a[1] * int(b[0]))
+            return (_sized(a)[0] ** int(b[0]), a[1] * int(b[0]))
 
     if len(text) > 10_000:
         raise Unsupported("too long")
@@ -303,13 +310,21 @@ def parse_value(text: str):
         return Constant().transform(_parser().parse(text, start="expr"))
     except Unsupported:
         raise
-    except LarkError as exc:  # a syntax error, or Unsupported wrapped by the transformer
-        raise Unsupported(str(exc)) from None
+    except (LarkError, ValueError, ArithmeticError, RecursionError) as exc:  # a syntax error,
+        raise Unsupported(type(exc).__name__) from None  # Unsupported wrapped by lark, a huge number
 
 
 def _num(x):
     if isinstance(x, str):
         raise Unsupported("a name in arithmetic")
+    return x
+
+
+def _sized(x):
+    """``x`` unless its number is past any value :func:`validate` accepts (the full path
+    reports it), so that no arithmetic builds a huge one."""
+    if not isinstance(x, str) and max(x[0].numerator.bit_length(), x[0].denominator.bit_length()) > 1000:
+        raise Unsupported("a huge number")
     return x
 
 
@@ -333,6 +348,8 @@ def _parser():
 def validate(compiled: dict, name: str, value):
     """``value`` for ``name`` as the full path's :func:`engine.values.validate` returns it,
     when that accepts it; anything it would refuse raises :class:`Unsupported`."""
+    if isinstance(value, tuple) and (abs(value[0]) > MAX_VALUE or value[0].denominator > MAX_VALUE):
+        raise Unsupported("too large")  # as values.MAX_VALUE
     if name in compiled["options"]:
         choices, _ = compiled["options"][name]
         if isinstance(value, tuple):
@@ -357,10 +374,17 @@ def validate(compiled: dict, name: str, value):
         return number
     if name in compiled["rules"]:
         want, integer, _ = compiled["rules"][name]
+        lower, strict, upper = compiled["rule_domains"].get(name, (None, False, None))
         if dim != want and not (want == 1 and dim == 0):
             raise Unsupported("unit")
         if (integer and number.denominator != 1) or number < 0:
             raise Unsupported("not a valid pin")
+        if isinstance(lower, str) or isinstance(upper, str):
+            raise Unsupported("a bound known only in the scenario")  # the full path checks it there
+        if lower is not None and not (number > lower if strict else number >= lower):
+            raise Unsupported("below the domain")
+        if upper is not None and not number <= upper:
+            raise Unsupported("above the domain")
         return number
     raise Unsupported(f"unknown name '{name}'")  # the full path says which names are close
 
@@ -389,8 +413,13 @@ def report(args) -> Report | None:
     try:
         values = _values(compiled, args)
         names = ([n for n in TOP_LEVEL if n in compiled["rules"]]
-                 + extra_rules(values, compiled["rules"]) + ["n_params"])
+                 + extra_rules(values, compiled["rules"]) + [n for n in SIZES if n in compiled["rules"]])
         exact = evaluate(compiled, values, names + list(compiled["components"]))
+        if not getattr(args, "no_divisibility", False):
+            sizes = [n for ns in DIVIDES.values() for n in ns]
+            known = dict(values, **evaluate(compiled, values, [n for n in sizes if n in compiled["rules"]]))
+            if broken(values, known.get):
+                raise Unsupported("an impossible layout")  # the full path says which rule breaks
         rules = {n: exact[n] for n in names}
         parts = {n: exact[n] for n in compiled["components"]}
         formulas = {}
@@ -399,11 +428,12 @@ def report(args) -> Report | None:
             formulas = stored and stored["formulas"].get(_formula_key(values))
             if not formulas or any(n not in formulas for n in (*parts, "total")):
                 return None
+        return Report(args.model, args.gpu, values, rules, parts, values.get("capacity"), formulas)
     except Unsupported:
         return None
-    except (ArithmeticError, ValueError, TypeError, KeyError, IndexError, RecursionError):
-        return None  # whatever the cause, the full path answers, or reports the error
-    return Report(args.model, args.gpu, values, rules, parts, values.get("capacity"), formulas)
+    except (EngineError, ArithmeticError, ValueError, TypeError, KeyError, IndexError, AttributeError,
+            RecursionError):
+        return None  # whatever the cause (a figure out of range ...), the full path answers or reports it
 
 
 def _values(compiled: dict, args) -> dict:
@@ -411,9 +441,17 @@ def _values(compiled: dict, args) -> dict:
     model, gpu, capacity = args.model, args.gpu, args.capacity
     if gpu and capacity:
         raise Unsupported("--gpu and --capacity")
-    if model.endswith(".json") or Path(model).is_file():
-        raise Unsupported("a config file")
+    if (("model", model) not in compiled["presets"] or (gpu is not None and ("gpu", gpu) not in compiled["presets"])
+            or Path(model).name != model):
+        raise Unsupported("not a preset")  # a config file, or an error the full path reports
+    try:
+        if os.path.lexists(model):
+            raise Unsupported("a file named like the preset")  # the full path says which it reads
+    except (OSError, ValueError):
+        raise Unsupported("not a path") from None
     sets = dict(_setting(compiled, text) for text in args.sets)
+    if set(sets) & set(compiled["derived"]):
+        raise Unsupported("a pin of a derived rule")  # the full path refuses it
     if capacity:
         sets["capacity"] = _setting(compiled, f"capacity={capacity}")[1]
     values = dict(compiled["defaults"])

@@ -10,14 +10,18 @@ from typing import Mapping
 
 import sympy
 
-from .errors import FormulaSyntaxError, MissingInputError, Span, UsageError
+from .errors import DomainError, EngineError, FormulaSyntaxError, MissingInputError, Span, UsageError
 from .parser import parse_value
 from .registry import Library
 from .rules import At, InputDecl, OptionDecl
 
 
-def parse_setting(lib: Library, text: str) -> tuple[str, object]:
-    """``NAME=VALUE`` from the command line -> (name, validated value)."""
+def parse_setting(lib: Library, text: str, notes: list | None = None) -> tuple[str, object]:
+    """``NAME=VALUE`` from the command line -> (name, validated value).
+
+    A name from another tool (:data:`engine.names.ALIASES`) is applied as memform's own,
+    with a sentence appended to ``notes``; one that cannot be is refused with a hint.
+    """
     if "=" not in text:
         raise UsageError(f"'--set {text}' needs the form NAME=VALUE", Span("--set", 1, 1, len(text), text),
                          hint="e.g. --set micro_batch=8")
@@ -29,18 +33,48 @@ def parse_setting(lib: Library, text: str) -> tuple[str, object]:
     name_span = Span("--set", 1, name_at + 1, len(name) or 1, text)
     value_span = Span("--set", 1, value_at + 1, max(1, len(raw)), text)
     if name not in lib.decls:
-        lib.check_value(name, None, name_span)  # raises the unknown-name error with a hint
+        from .names import resolve
+        alias = resolve(lib, name, raw)
+        if alias is None:
+            lib.check_value(name, None, name_span)  # raises the unknown-name error with a hint
+        if notes is not None:
+            notes.append(f"--set {name}={raw} is memform's --set {alias[0]}={alias[1]}")
+        name, raw = alias
     try:
         value = parse_value(raw, "--set") if raw else None
-    except FormulaSyntaxError as exc:  # located in the value: relocate it in the whole argument
-        hint = (exc.hint if "unexpected end" in exc.message else
-                "a value is a number with an optional byte unit (80GB, 81559 MiB, 70e9), a choice "
-                "name, or arithmetic on those (2^30, 80 * 1GB)")
-        raise FormulaSyntaxError(exc.message, Span("--set", 1, value_at + exc.span.column, exc.span.length, text),
-                                 hint=hint) from None
+    except EngineError as exc:  # located in the value: relocate it in the whole argument
+        if exc.span is None or exc.span.line != 1:
+            raise
+        hint = exc.hint
+        if isinstance(exc, FormulaSyntaxError) and "unexpected end" not in exc.message:
+            hint = ("a value is a number with an optional byte unit (80GB, 81559 MiB, 70e9), a choice "
+                    "name, or arithmetic on those (2^30, 80 * 1GB)")
+        raise type(exc)(exc.message, Span("--set", 1, value_at + exc.span.column, exc.span.length, text),
+                        hint=hint) from None
     if value is None:
         raise UsageError(f"'--set {text}' has no value", value_span)
+    if value == 0:  # '0 MiB' is 0: its unit is only in the text
+        _check_zero_unit(lib, name, raw, value_span)
     return name, lib.check_value(name, value, value_span)
+
+
+def _check_zero_unit(lib: Library, name: str, raw: str, span: Span) -> None:
+    """A zero given with a unit its name does not take (``alloc_margin=0 MiB``) is refused
+    as any other value in the wrong unit would be."""
+    from .fast import Unsupported, parse_value as constant
+    from .rules import UNITS, DtypeDecl, OptionDecl
+    decl = lib.decls.get(name)
+    if decl is None or isinstance(decl, (DtypeDecl, OptionDecl)):
+        return
+    try:
+        _, dim = constant(raw)
+    except Unsupported:  # not plain constant arithmetic: validation has the last word
+        return
+    want = UNITS[decl.unit][0]
+    if dim != want and not (want == 1 and dim == 0):
+        from .errors import UnitError
+        raise UnitError(f"'{name}' is in {decl.unit} but the value is in "
+                        f"{'bytes' if dim == 1 else 'a plain number'}", span)
 
 
 @dataclass(frozen=True)
@@ -69,13 +103,15 @@ class Scenario:
                     merged[name] = library.check_value(name, value, span)
         for name, value in (values or {}).items():
             merged[name] = library.check_value(name, _as_sympy(value))
-        return cls(library, merged, model, gpu)
+        _check_pins(library, values or {})
+        return _check_pin_domains(cls(library, merged, model, gpu), values or {})
 
     def with_values(self, **values) -> "Scenario":
         merged = dict(self.values)
         for name, value in values.items():
             merged[name] = self.library.check_value(name, _as_sympy(value))
-        return Scenario(self.library, merged, self.model, self.gpu)
+        _check_pins(self.library, values)
+        return _check_pin_domains(Scenario(self.library, merged, self.model, self.gpu), values)
 
     # ------------------------------------------------------------------ views
     def pins(self) -> frozenset:
@@ -106,7 +142,11 @@ class Scenario:
         cache = self.library._compose_cache
         if key not in cache:
             composed = self.library.compose(rule, self.pins())
-            cache[key] = composed.xreplace(self.bindings(exclude=keep))
+            try:
+                cache[key] = composed.xreplace(self.bindings(exclude=keep))
+            except TypeError:  # sympy cannot order a number that is not real (zoo > 2)
+                self.evaluate(rule)  # raises the error that names the rule
+                raise DomainError(f"'{rule}' compares a number that is not real in this scenario") from None
         return cache[key]
 
     def sweep(self, rule: str, **arrays):
@@ -147,7 +187,13 @@ class Scenario:
                                     lambda e: self._at(e, memo, bindings, pins))
             sub = dict(bindings)
             sub.update({sympy.Symbol(d): self._value(d, memo, bindings, pins) for d in lib.deps[name]})
-            value = expr.xreplace(sub)
+            try:
+                value = expr.xreplace(sub)
+            except TypeError as exc:  # sympy cannot order a number that is not real (zoo > 2)
+                raise _not_real(lib, name, expr, sub, str(exc)) from None
+            if not value.is_Rational and value.is_number and value.is_extended_real is False and value.is_finite:
+                # sqrt(-1), log2(-1): not a number of bytes (zoo stays 'undefined' in evaluate)
+                raise _not_real(lib, name, expr, sub, f"its value is {sympy.sstr(value)}")
             _check_size(value, name, lib)
             memo[name] = value
         return memo[name]
@@ -183,6 +229,18 @@ class Scenario:
             raise MissingInputError(f"'{rule}' is undefined for this combination of options",
                                     hint=", ".join(bad))
         return value
+
+
+def _not_real(lib, name: str, expr, sub: dict, why: str):
+    """A rule whose value leaves the real numbers, with the values of the names it uses."""
+    rule = lib.rules[name]
+
+    def shown(s) -> str:
+        decl = lib.decls.get(s.name)
+        return decl.choice_of(int(sub[s])) if isinstance(decl, OptionDecl) else sympy.sstr(sub[s])
+    used = ", ".join(f"{s.name}={shown(s)}" for s in sorted(expr.free_symbols, key=str) if s in sub)
+    return DomainError(f"rule '{name}' is not a real number here: {why}", rule.expr_span or rule.span,
+                       hint=f"with {used}" if used else None)
 
 
 #: the most bits a rule's exact value may have (a byte count needs about 60)
@@ -231,6 +289,37 @@ def compiled(scenario: "Scenario", rule: str, over: tuple[str, ...]):
                                     + ", ".join(sorted(s.name for s in extra)))
         cache[key] = compile_expr(expr, symbols)
     return cache[key]
+
+
+def _check_pins(lib: Library, values) -> None:
+    """Refuse pins of rules derived from the estimate's components (``total`` ...)."""
+    from .estimate import derived
+    wrong = [n for n in values if n in lib.rules and n in derived(lib)]
+    if wrong:
+        from .errors import DomainError
+        from .estimate import components
+        raise DomainError(f"'{wrong[0]}' is computed from the components of the estimate and cannot be "
+                          "pinned", hint="pin the components instead ("
+                          + ", ".join(components(Scenario(lib))) + "), or give --capacity to ask whether it fits")
+
+
+def _check_pin_domains(scenario: Scenario, given) -> Scenario:
+    """Check the rules pinned in ``given`` whose domain names an input or rule
+    (``stage_dense_layers in [0, layers_per_stage]``) against those values in ``scenario``."""
+    lib = scenario.library
+    for name in given:
+        decl = lib.rules.get(name)
+        if decl is None or not decl.bound_names():
+            continue
+        bounds = {}
+        for bound in decl.bound_names():
+            try:
+                bounds[bound] = scenario.evaluate(bound)
+            except EngineError:  # not known in this scenario (no model yet): not checked
+                pass
+        from .values import check_domain
+        check_domain(decl, scenario.values[name], None, bounds)
+    return scenario
 
 
 def _as_sympy(value):

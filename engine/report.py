@@ -7,7 +7,9 @@ whose numbers are :class:`fractions.Fraction` instead of sympy Rationals.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Mapping
 
 #: The top-level rules every estimate reports (DESIGN.md: the public interface).
@@ -16,11 +18,19 @@ TOP_LEVEL = ("weights", "master", "grads", "optimizer_states", "model_states", "
 
 #: Inputs that stay symbolic in the formula column: the workload of one step.
 SHOWN_INPUTS = ("micro_batch", "seq_len")
+#: Sizes that stay as names in the formula column; each printed under the table where it appears.
+SIZES = ("n_params", "quantised_params", "tensors")
 #: Rules that stay as names in the formula column.
-OPAQUE_RULES = ("n_params", "tensors") + TOP_LEVEL
+OPAQUE_RULES = SIZES + TOP_LEVEL
+#: Rules that stay as names in the total's formula (the rest is inlined).
+TOTAL_OPAQUE = ("n_params", "quantised_params")
 
 #: Rules an estimate reports beside the top-level ones, when the scenario calls for them.
 EXTRA_RULES = ("peak", "host_memory", "nvme_storage", "convention_total")
+
+
+#: the largest figure an estimate reports (bytes); beyond it the values given are not a real job
+MAX_FIGURE = 2**128
 
 
 def whole_bytes(value) -> int:
@@ -28,18 +38,64 @@ def whole_bytes(value) -> int:
     return int(math.ceil(value))
 
 
+def _fraction(value) -> Fraction:
+    """A sympy Rational, a Fraction or an int as a Fraction (exactly)."""
+    if isinstance(value, (Fraction, int)):
+        return Fraction(value)
+    return Fraction(int(value.p), int(value.q))
+
+
 def json_number(value):
-    """An exact number as JSON: an int when it is whole, else a float."""
-    whole = int(value)
-    return whole if whole == value else float(value)
+    """An exact number as JSON: an int when it is whole, else a float (a string in scientific
+    notation past 2^256, where neither would be meaningful or even printable)."""
+    x = _fraction(value)
+    if max(x.numerator.bit_length(), x.denominator.bit_length()) > 256:
+        return scaled(x, 1, 6)  # far beyond any real size: a string in scientific notation
+    return x.numerator if x.denominator == 1 else float(x)
+
+
+def scaled(value, unit: int = 1, places: int = 2) -> str:
+    """``value / unit`` with thousands separators, or in scientific notation when it is
+    too large to read that way; exact until the last digit, never ``inf``."""
+    x = _fraction(value) / unit
+    if abs(x) < 10**15:
+        return f"{float(x):,.{places}f}"
+    sign, x = ("-" if x < 0 else ""), abs(x)
+    exp = int((x.numerator.bit_length() - x.denominator.bit_length()) * 0.30103)
+    mantissa = x / Fraction(10) ** exp
+    while mantissa >= 10:
+        mantissa, exp = mantissa / 10, exp + 1
+    while mantissa < 1:
+        mantissa, exp = mantissa * 10, exp - 1
+    return f"{sign}{float(mantissa):.{places}f}e{exp:+d}"
 
 
 def gb(value) -> str:
-    return f"{float(value) / 1e9:,.2f}"
+    return scaled(value, 10**9)
 
 
 def gib(value) -> str:
-    return f"{float(value) / 2**30:,.2f}"
+    return scaled(value, 2**30)
+
+
+def check_figures(rules: Mapping, components: Mapping) -> None:
+    """The invariants of an estimate: no byte figure is negative or absurdly large, and the
+    total is at least each of its components.  A violation is the values' fault (a pinned
+    rule or a rule file of the user's own): a :class:`DomainError` naming the rule."""
+    from .errors import DomainError
+    hint = "a pinned rule (--set RULE=...) or a rule of your own makes it so; check those values"
+    for name, value in {**components, **rules}.items():
+        if value < 0:
+            raise DomainError(f"'{name}' comes out negative ({scaled(value, 1, 0)} bytes) with these values",
+                              hint=hint)
+        if value > MAX_FIGURE:
+            raise DomainError(f"'{name}' comes out at {scaled(value, 1)} bytes, beyond any machine "
+                              "(more than 2^128)", hint="check the sizes given with --set")
+    total = rules.get("total")
+    for name, value in components.items():
+        if total is not None and value > total:
+            raise DomainError(f"component '{name}' ({scaled(value, 1, 0)} bytes) exceeds the total "
+                              f"({scaled(total, 1, 0)} bytes)", hint=hint)
 
 
 def estimate_json(model, gpu, values: Mapping, rules: Mapping, components: Mapping, capacity) -> dict:
@@ -65,36 +121,66 @@ class Report:
     model: str | None
     gpu: str | None
     values: Mapping[str, object]  # choice names (str) and exact numbers
-    rules: Mapping[str, object]  # TOP_LEVEL, n_params and the EXTRA_RULES that apply
+    rules: Mapping[str, object]  # TOP_LEVEL, SIZES and the EXTRA_RULES that apply
     components: Mapping[str, object]
     capacity: object | None
     formulas: Mapping[str, str]  # component (and "total") -> the formula column
 
+    def __post_init__(self):
+        check_figures({n: v for n, v in self.rules.items() if n not in SIZES}, self.components)
+
+    def __repr__(self) -> str:
+        return f"Report({self.model!r}: total {gb(self.rules['total'])} GB)"
+
+    def title(self) -> str:
+        """The header line: the model and every setting that changes the answer."""
+        v = self.values
+        layout = " ".join(f"{k}={v[k]}" for k in ("dp", "tp", "pp", "cp", "ep")
+                          if k in v and (k in ("tp", "pp") or k == "dp" and v["mode"] == "train" or v[k] != 1))
+        from .errors import printable
+        parts = [printable(str(self.model)), v["mode"]]
+        if v["mode"] == "train":
+            parts.append(v["precision"])
+            finetune = v.get("finetune", "full")
+            if finetune != "full":
+                parts.append(f"{finetune} rank {v.get('lora_rank')} (base weights {v.get('weight_dtype')})"
+                             if finetune == "lora" else f"{finetune} rank {v.get('lora_rank')}")
+            parts += [f"optimizer {v['optimizer']}", f"ZeRO-{v['zero_stage']}", f"recompute {v.get('recompute')}"]
+            if v.get("offload", "none") != "none":
+                parts.append(f"offload {v['offload']} to {v.get('offload_device', 'cpu')}")
+        else:
+            parts += [f"weights {v.get('weight_dtype')}", f"KV cache {v.get('kv_dtype')}"]
+        parts += [f"attention {v.get('attention')}", layout]
+        return ", ".join(str(p) for p in parts[:1]) + ": " + ", ".join(str(p) for p in parts[1:]) + \
+            f", micro_batch={v['micro_batch']} seq_len={v['seq_len']}"
+
     def to_json(self) -> dict:
-        rules = {n: v for n, v in self.rules.items() if n != "n_params"}
+        rules = {n: v for n, v in self.rules.items() if n not in SIZES}
         return estimate_json(self.model, self.gpu, self.values, rules, self.components, self.capacity)
 
     def print_table(self, out) -> None:
         """The breakdown as a rich table, then the notes (peak, offload, fit)."""
         from rich.console import Console
         from rich.table import Table
-        console = Console(file=out, width=max(120, Console().width), highlight=False)
+        console = Console(file=out, width=max(120, Console().width), highlight=False, markup=False)
+        from rich.text import Text
         v = self.values
-        title = (f"{self.model}: {v['mode']}, {v['precision']}, optimizer {v['optimizer']}, "
-                 f"ZeRO-{v['zero_stage']}, dp={v['dp']} tp={v['tp']} pp={v['pp']}, "
-                 f"micro_batch={v['micro_batch']} seq_len={v['seq_len']}")
-        table = Table(title=title, title_justify="left")
+        console.print(Text(self.title()), soft_wrap=True)
+        table = Table()
         for col, just in (("component", "left"), ("bytes", "right"), ("GB", "right"), ("GiB", "right"),
                           ("share", "right"), ("formula (per GPU)", "left")):
             table.add_column(col, justify=just, overflow="fold")
         total = self.rules["total"]
         for name, value in self.components.items():
             share = f"{100 * float(value / total):.1f} %" if total else "-"
-            table.add_row(name, f"{whole_bytes(value):,}", gb(value), gib(value), share, self.formulas[name])
+            table.add_row(name, scaled(whole_bytes(value), 1, 0), gb(value), gib(value), share, self.formulas[name])
         table.add_section()
-        table.add_row("total", f"{whole_bytes(total):,}", gb(total), gib(total), "100.0 %", self.formulas["total"])
+        table.add_row("total", scaled(whole_bytes(total), 1, 0), gb(total), gib(total), "100.0 %", self.formulas["total"])
         console.print(table)
-        console.print(f"n_params = {int(self.rules['n_params']):,}")
+        for name in SIZES:  # n_params always; the others where a formula names them
+            if name in self.rules and (name == "n_params" or any(
+                    re.search(rf"\b{name}\b", f) for f in self.formulas.values())):
+                console.print(f"{name} = {scaled(whole_bytes(self.rules[name]), 1, 0)}")
         rules = self.rules
         if "peak" in rules and rules["peak"] != total:
             console.print(f"peak of the step: {gb(rules['peak'])} GB ({gib(rules['peak'])} GiB) "
@@ -124,6 +210,10 @@ class Report:
                 console.print(f"fits {where}: {gb(cap - total)} GB ({gib(cap - total)} GiB) to spare{at_peak}")
             else:
                 console.print(f"does not fit {where}: needs {gb(total - cap)} GB ({gib(total - cap)} GiB) more")
+                if self.gpu is None and cap % 10**9 == 0 and total <= cap // 10**9 * 2**30:
+                    console.print(f"note: {cap // 10**9} GB is {cap // 10**9} x 10^9 bytes; a card sold as "
+                                  f"'{cap // 10**9} GB' has {cap // 10**9} GiB (--capacity {cap // 10**9}GiB), "
+                                  "and the GPU presets give the MiB that nvidia-smi reports")
 
 
 def extra_rules(values: Mapping[str, object], rule_names) -> list[str]:

@@ -65,3 +65,27 @@ def test_readme_example_prints_what_the_readme_shows(command, expected, tmp_path
         want = line.rstrip()
         assert want in actual[position:], f"{command!r} no longer prints {want!r}"
         position = actual.index(want, position) + 1
+
+
+def _python_blocks():
+    text = README.read_text(encoding="utf-8")
+    return re.findall(r"```python\n(.*?)```", text, re.S)
+
+
+def test_the_readme_has_a_python_example():
+    assert _python_blocks()
+
+
+@pytest.mark.parametrize("number", range(len(_python_blocks())))
+def test_readme_python_block_runs_as_written(number, tmp_path):
+    """Each Python block runs as a user would run it: a script of its own, in a new process."""
+    import subprocess
+    import sys
+    script = tmp_path / "example.py"
+    script.write_text(_python_blocks()[number], encoding="utf-8")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    # the values its comments state are the ones it prints
+    for value in re.findall(r"# exact sympy Integer: (\d+)", _python_blocks()[number]):
+        assert re.search(rf"^{value}$", proc.stdout, re.M), f"{value} not printed"

@@ -15,7 +15,9 @@ def validate(lib, name: str, value, span: Span | None = None):
         from .names import hint
         raise UnknownNameError(f"unknown name '{name}'", span, hint=hint(lib, name))
     if isinstance(decl, DtypeDecl):
-        raise DomainError(f"'{name}' is a dtype; its size is fixed", span)
+        from .names import ALIASES
+        alias = ALIASES.get(name)
+        raise DomainError(f"'{name}' is a dtype; its size is fixed", span, hint=alias.hint if alias else None)
     if isinstance(value, sympy.Symbol) and value != BYTE:
         value = value.name
     if isinstance(decl, OptionDecl):

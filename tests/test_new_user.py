@@ -96,6 +96,8 @@ def test_names_json_and_glob():
     ("world_size=8", "dp x tp x pp"),
     ("gradient_checkpointing=maybe", "recompute"),
     ("mixed_precision=bf16", "precision=bf16_mixed"),
+    ("bf16=true", "precision=bf16_mixed"),  # also the name of a dtype
+    ("fp16=true", "precision=fp16_mixed"),
 ])
 def test_foreign_names_get_a_hint_naming_the_memform_setting(setting, names):
     code, _, err = run("estimate", "llama2-7b", "--set", setting)

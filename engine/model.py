@@ -41,7 +41,7 @@ def parse_setting(lib: Library, text: str, notes: list | None = None) -> tuple[s
             notes.append(f"--set {name}={raw} is memform's --set {alias[0]}={alias[1]}")
         name, raw = alias
     try:
-        value = parse_value(raw, "--set") if raw else None
+        value = parse_value(raw, "--set", constant=True) if raw else None
     except EngineError as exc:  # located in the value: relocate it in the whole argument
         if exc.span is None or exc.span.line != 1:
             raise

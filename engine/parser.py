@@ -87,11 +87,16 @@ def parse_text(text: str, path: str = "<string>") -> list:
     return _parse(text, path, "start")
 
 
-def _parse(text: str, path: str, start: str):
-    """Parse from ``start`` and transform; only memform's own errors escape."""
+def _parse(text: str, path: str, start: str, names: dict | None = None):
+    """Parse from ``start`` and transform; only memform's own errors escape.  ``names``
+    receives the names the text uses, each with its place."""
     try:
         tree = grammar().parse(text, start=start)
-        return ToDecls(path, text).transform(tree)
+        transformer = ToDecls(path, text)
+        result = transformer.transform(tree)
+        if names is not None:
+            names.update(transformer._names)
+        return result
     except UnexpectedInput as exc:
         raise _syntax_error(exc, text, path) from None
     except VisitError as exc:  # .transform() wraps the errors our callbacks raise
@@ -127,9 +132,15 @@ def _too_deep(text: str, path: str) -> ResourceLimitError:
                               hint="split it into several rules")
 
 
-def parse_value(text: str, where: str = "--set") -> sympy.Basic:
-    """Parse a value given on the command line: a number (with optional byte unit), a
-    constant arithmetic expression, or a choice name (returned as a Symbol)."""
+def parse_value(text: str, where: str = "--set", constant: bool = False) -> sympy.Basic:
+    """Parse a value: a number (with optional byte unit), arithmetic, or a choice name
+    (returned as a Symbol).  With ``constant`` (a value given on the command line) a name may
+    stand alone but not inside arithmetic or a condition, even where it would cancel out."""
     if len(text) > 10_000:
         raise ResourceLimitError(f"a value of {len(text):,} characters is too long", Span(where, 1, 1, 1, text[:80]))
-    return _parse(text, where, "expr")
+    names: dict[str, Span] = {}
+    value = _parse(text, where, "expr", names)
+    if constant and names and not isinstance(value, sympy.Symbol):
+        name, span = next(iter(names.items()))
+        raise DomainError(f"a value is a constant: it cannot use '{name}'", span)
+    return value

@@ -15,6 +15,7 @@ from .errors import EngineError, UsageError, shown
 USAGE_EXAMPLES = """examples:
   memform estimate llama2-7b --gpu h100-80g --set micro_batch=4 --set seq_len=4096
   memform estimate llama2-70b --set n_params=70e9 --set zero_stage=3 --set dp=8 --json
+  memform serve llama3.1-8b --engine vllm --gpu h100-80g --set max_model_len=8192
   memform check
 """
 
@@ -61,6 +62,16 @@ def build_parser() -> argparse.ArgumentParser:
     slv.add_argument("--no-divisibility", action="store_true",
                      help="drop the default constraints (tp divides the heads, pp divides the layers)")
     slv.add_argument("--json", action="store_true")
+
+    srv = sub.add_parser("serve", parents=[common],
+                         help="the KV cache a serving engine gets: budget, reserves, blocks, tokens, concurrency")
+    srv.add_argument("model", metavar="MODEL", help="a model preset or a Hugging Face config.json")
+    srv.add_argument("--engine", default="vllm", choices=["vllm"], help="serving engine (default: vllm)")
+    srv.add_argument("--gpu", help="a GPU preset (its total memory)")
+    srv.add_argument("--capacity", metavar="BYTES", help="total device memory instead of --gpu, e.g. 80GB")
+    srv.add_argument("--tp", type=int, metavar="N", help="tensor-parallel size (vLLM's --tensor-parallel-size)")
+    srv.add_argument("--pp", type=int, metavar="N", help="pipeline-parallel size (vLLM's --pipeline-parallel-size)")
+    srv.add_argument("--json", action="store_true", help="print JSON (errors too, as {\"error\": ...})")
 
     shw = sub.add_parser("show", parents=[common], help="the simplified symbolic expression of a rule")
     shw.add_argument("rule", metavar="RULE")
@@ -172,9 +183,10 @@ def _capacity(lib, text: str):
     from .model import parse_setting
     name, value = parse_setting(lib, f"capacity={text}")
     if not any(c.isalpha() for c in text):
-        raise UsageError(f"--capacity {shown(text)} has no unit",
-                         hint=f"write {shown(text.strip())}GB (10^9 bytes) or {shown(text.strip())}GiB (2^30 "
-                              "bytes; a card sold as '24 GB' has 24 GiB), or choose --gpu (see 'memform presets')")
+        n = shown(text.strip())
+        raise UsageError(f"--capacity {n} has no unit",
+                         hint=f"write {n}GB (10^9 bytes) or {n}GiB (2^30 bytes; a card sold as '{n} GB' has "
+                              f"{n} GiB), or choose --gpu (see 'memform presets')")
     return value
 
 
@@ -251,6 +263,26 @@ def cmd_estimate(args, out) -> int:
     return 0
 
 
+def cmd_serve(args, out) -> int:
+    from .model import parse_setting
+    from .serve import serve
+    lib = _library(args.rules)
+    if not (args.gpu or args.capacity):
+        raise UsageError("serve needs the device's memory", hint="give --gpu GPU or --capacity 80GiB")
+    for flag in ("tp", "pp"):
+        value = getattr(args, flag)
+        if value is not None:
+            args.sets.append(f"{flag}={value}")
+    explicit = {parse_setting(lib, text)[0] for text in args.sets}
+    args.no_divisibility = False  # the engine shards heads and layers whole
+    result = serve(_scenario(lib, args, args.model), args.engine, formulas=not args.json, explicit=explicit)
+    if args.json:
+        out.write(json.dumps(result.to_json(), indent=2) + "\n")
+    else:
+        result.print_table(out)
+    return 0 if result.fits else 1
+
+
 def _show(expr) -> str:
     from .estimate import show_text
     return show_text(expr)
@@ -306,9 +338,9 @@ def cmd_plan(args, out) -> int:
     with _LazyProgress() as progress:
         rows = plan(scenario, args.gpus, max_micro_batch=args.max_micro_batch, sort=args.sort,
                     progress=progress, divisibility=not args.no_divisibility)
-    shown = [r for r in (exact(scenario, row) for row in rows[:args.top]) if r is not None]
+    listed = [r for r in (exact(scenario, row) for row in rows[:args.top]) if r is not None]
     if args.json:
-        out.write(json.dumps({"feasible": len(rows), "layouts": [r.to_json() for r in shown]}, indent=2) + "\n")
+        out.write(json.dumps({"feasible": len(rows), "layouts": [r.to_json() for r in listed]}, indent=2) + "\n")
         return 0 if rows else 1
     if not rows:
         out.write(f"no layout of {args.gpus} GPUs fits {shown(args.model, 255)}\n")
@@ -320,7 +352,7 @@ def cmd_plan(args, out) -> int:
                              f"fit (sorted by {args.sort})"), title_justify="left")
     for col in ("tp", "pp", "dp", "ZeRO", "recompute", "micro_batch", "per-GPU GB", "headroom GB"):
         table.add_column(col, justify="right")
-    for r in shown:
+    for r in listed:
         table.add_row(str(r.tp), str(r.pp), str(r.dp), str(r.zero_stage), r.recompute, str(r.micro_batch),
                       gb(r.total), gb(r.headroom))
     Console(file=out, width=120, highlight=False).print(table)
@@ -482,7 +514,7 @@ def error_json(exc: EngineError) -> dict:
             "exit_code": exc.exit_code}
 
 
-COMMANDS = {"estimate": cmd_estimate, "solve": cmd_solve, "show": cmd_show, "plan": cmd_plan,
+COMMANDS = {"estimate": cmd_estimate, "serve": cmd_serve, "solve": cmd_solve, "show": cmd_show, "plan": cmd_plan,
             "check": cmd_check, "presets": cmd_presets, "docs": cmd_docs, "plot": cmd_plot,
             "measure": cmd_measure, "calibrate": cmd_calibrate, "names": cmd_names}
 

@@ -22,7 +22,7 @@ from typing import Iterable, Mapping
 import sympy
 
 from .display import DISPLAY, equation, latex, mathml, tex_name
-from .errors import EngineError, UsageError
+from .errors import EngineError, UsageError, shown
 from .estimate import SHOWN_INPUTS, TOTAL_OPAQUE, formula, gb, gib, whole_bytes
 from .model import Scenario
 from .parser import data_path
@@ -869,10 +869,14 @@ def check(lib: Library, folder: str | Path = DOCS_DIR, fmt: str = "md",
                               "memform docs --check --out DIR")
     path = Path(folder) / FORMATS[fmt]
     regenerate = REGENERATE if committed else _regenerate(folder, fmt)
-    if not path.is_file():
+    try:
+        text = path.read_text(encoding="utf-8") if path.is_file() else None
+    except (OSError, UnicodeDecodeError) as exc:  # a name too long, no permission, not text
+        raise UsageError(f"cannot read '{shown(str(path), 255)}': {getattr(exc, 'strerror', None) or exc}") from None
+    if text is None:
         raise UsageError(f"no reference to check: '{display_path(path)}' does not exist",
                          hint=f"generate it with '{regenerate}'")
-    if path.read_text(encoding="utf-8") != render(lib, fmt, examples):
+    if text != render(lib, fmt, examples):
         raise StaleDocsError(f"{display_path(path)} is stale: regenerate it with '{regenerate}'")
     return path
 

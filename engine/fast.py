@@ -453,6 +453,8 @@ def _values(compiled: dict, args) -> dict:
     if set(sets) & set(compiled["derived"]):
         raise Unsupported("a pin of a derived rule")  # the full path refuses it
     if capacity:
+        if not any(c.isalpha() for c in capacity):
+            raise Unsupported("--capacity without a unit")  # the full path refuses it
         sets["capacity"] = _setting(compiled, f"capacity={capacity}")[1]
     values = dict(compiled["defaults"])
     for kind, name in (("model", model), ("gpu", gpu)):

@@ -1,0 +1,164 @@
+"""memform serve: vLLM's KV budget (formulas/serving.mem) and inference without training
+activations (issue 14, first piece).  Expected figures are derived by hand in each test from
+vLLM's documented budget rule, or read from published vLLM startup logs (tests/published/)."""
+import io
+import json
+import math
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from engine.cli import main
+from engine.model import Scenario, parse_setting
+from engine.serve import serve
+
+GiB = 2**30
+H100_NVIDIA_SMI = 81559 * 2**20          # the h100-80g preset: what nvidia-smi reports
+LLAMA31_8B = 8_030_261_248               # Hugging Face model card of Llama-3.1-8B
+PUBLISHED = json.loads((Path(__file__).parent / "published" / "vllm_serving.json").read_text())["rows"]
+
+
+def run(*argv):
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+# ---------------------------------------------------------------- inference memory
+def test_inference_holds_one_forward_not_saved_activations(lib):
+    # Llama-3.1-8B, one prefill of 8192 tokens in bf16: nothing is saved for backward; the
+    # largest block alive is the MLP: residual and normed input (2 x 4096), gate/up (2 x 14336)
+    # and SiLU-and-mul's output (14336) per token, 2 bytes each
+    s = Scenario.create(lib, "llama3.1-8b", values={"mode": "infer", "seq_len": 8192})
+    assert s.evaluate("activations") == 8192 * (2 * 4096 + 3 * 14336) * 2
+    # tp = 2 splits the inner tensors, not the residual stream
+    assert s.with_values(tp=2).evaluate("activations") == 8192 * (2 * 4096 + 3 * 14336 // 2) * 2
+    # eager attention's s x s scores and recomputation are training notions: no effect here
+    assert s.with_values(attention="eager").evaluate("activations") == s.evaluate("activations")
+    assert s.with_values(recompute="full").evaluate("activations") == s.evaluate("activations")
+    # logits only for the sampled rows: one per sequence, fp32
+    assert s.with_values(micro_batch=4).evaluate("logits") == 4 * 128256 * 4
+
+
+def test_estimate_in_infer_mode_is_far_below_training_activations():
+    # issue 14: the old figure was Korthikanti's saved-for-backward bytes, 34 s b h per layer
+    # (+ scores); a forward's working set of Llama-3.1-8B is (2h + 3 d_ff) x 2 B = 102,400 B/token
+    code, out, _ = run("estimate", "llama3.1-8b", "--set", "mode=infer", "--set", "seq_len=4096", "--json")
+    assert code == 0
+    assert json.loads(out)["components"]["activations"] == 4096 * 102_400
+
+
+# ---------------------------------------------------------------- the budget, by hand
+def hand_budget(total, util, weights, act, non_torch, per_block, block_size, max_model_len):
+    """vLLM V1: KV memory = util x total - (weights + activation peak + non-torch);
+    blocks = floor(KV memory / (block_size x bytes per token of every layer))."""
+    kv = Fraction(util) * total - weights - act - non_torch
+    blocks = math.floor(kv / per_block)
+    tokens = blocks * block_size
+    return kv, blocks, tokens, Fraction(tokens, max_model_len)
+
+
+def test_llama31_8b_on_one_h100_at_0_9(lib):
+    # weights 2 P; the profile run's peak is its sampler: 1024 rows (max_num_seqs on an 80 GB
+    # GPU) x 128,256 vocabulary x 15 B, with the forward's 8192 x 4096 bf16 hidden states still
+    # held, above the forward itself (8192 x 102,400 B); 0.25 GiB outside torch at tp = 1; one
+    # block is 16 tokens x 32 layers x K,V x 8 heads x 128 x 2 B
+    act = max(1024 * 128256 * 15 + 8192 * 4096 * 2, 8192 * 102_400)
+    per_block = 16 * 32 * 2 * 8 * 128 * 2
+    kv, blocks, tokens, concurrency = hand_budget(H100_NVIDIA_SMI, Fraction(9, 10), 2 * LLAMA31_8B, act,
+                                                  GiB // 4, per_block, 16, 8192)
+    s = Scenario.create(lib, "llama3.1-8b", "h100-80g", values={"seq_len": 8192})
+    r = serve(s, formulas=False, explicit={"seq_len"}).rules
+    assert r["weights"] == 2 * LLAMA31_8B and r["activation_peak"] == act
+    assert r["kv_cache_memory"] == kv
+    assert (r["num_gpu_blocks"], r["kv_cache_tokens"], r["max_concurrency"]) == (blocks, tokens, concurrency)
+    assert (blocks, tokens) == (27943, 447088)  # the arithmetic above, done once by hand
+    # the command line prints the same figures
+    code, out, _ = run("serve", "llama3.1-8b", "--engine", "vllm", "--gpu", "h100-80g",
+                       "--set", "gpu_memory_utilization=0.9", "--set", "max_model_len=8192", "--json")
+    got = json.loads(out)
+    assert code == 0 and got["rules"]["num_gpu_blocks"] == blocks and got["rules"]["kv_cache_tokens"] == tokens
+    assert got["max_model_len"] == 8192 and got["rules"]["max_concurrency"] == pytest.approx(float(concurrency))
+
+
+def test_cuda_graph_pool_and_enforce_eager(lib):
+    s = Scenario.create(lib, "llama3.1-8b", "h100-80g", values={"seq_len": 8192})
+    base = serve(s, formulas=False, explicit={"seq_len"}).rules["kv_cache_memory"]
+    counted = serve(s.with_values(estimate_cudagraphs="true"), formulas=False, explicit={"seq_len"}).rules
+    assert counted["kv_cache_memory"] == base - GiB  # the default pool, 1 GiB, comes off the KV cache
+    eager = s.with_values(estimate_cudagraphs="true", enforce_eager="true")
+    assert serve(eager, formulas=False, explicit={"seq_len"}).rules["kv_cache_memory"] == base
+
+
+def test_tp_splits_weights_and_kv_heads(lib):
+    # Llama-3.1-70B at tp = 4 on H100: each GPU caches 2 of the 8 KV heads over 80 layers
+    s = Scenario.create(lib, "llama3.1-70b", "h100-80g", values={"seq_len": 8192, "tp": 4})
+    r = serve(s, formulas=False, explicit={"seq_len", "tp"}).rules
+    assert r["kv_block_bytes"] == 16 * 80 * 2 * 2 * 128 * 2
+    assert r["non_torch_memory"] == Fraction(215, 100) * GiB
+    assert r["kv_cache_tokens"] == r["num_gpu_blocks"] * 16 and r["num_gpu_blocks"] > 0
+
+
+# ---------------------------------------------------------------- published vLLM logs
+def _row_id(row):
+    return row["id"]
+
+
+@pytest.mark.parametrize("row", PUBLISHED, ids=_row_id)
+def test_published_vllm_startup(lib, row):
+    how = row["memform"]
+    if "skip" in how:
+        pytest.skip(how["skip"])
+    values = dict(parse_setting(lib, f"{k}={v}") for k, v in how["set"].items())
+    scenario = Scenario.create(lib, how["preset"], values=values)
+    r = serve(scenario, formulas=False, explicit=set(values)).rules
+    logged = row["measured"]["values"]
+    # weights within 1 % ('Model loading took X GiB', printed to 0.01 GiB)
+    assert float(r["weights"]) / GiB == pytest.approx(logged["weights_gib"], rel=0.01)
+    # KV tokens within 3 % for dense full-attention models ('GPU KV cache size: N tokens')
+    assert r["kv_cache_tokens"] == pytest.approx(logged["kv_cache_tokens"], rel=0.03)
+    # the concurrency is the log's rule: tokens / max_model_len, to the two decimals it prints
+    max_model_len = row["serving"]["max_model_len"]
+    assert round(logged["kv_cache_tokens"] / max_model_len, 2) == logged["max_concurrency"]
+    assert r["max_concurrency"] == Fraction(r["kv_cache_tokens"], max_model_len)
+
+
+def test_published_rows_keep_their_sources():
+    assert len(PUBLISHED) >= 20
+    for row in PUBLISHED:
+        assert row["source"]["url"].startswith("https://github.com/") and row["quote"]
+        assert "skip" in row["memform"] or "preset" in row["memform"]
+
+
+# ---------------------------------------------------------------- the command
+def test_serve_table_shows_each_figure_with_its_formula():
+    code, out, _ = run("serve", "llama3.1-8b", "--gpu", "h100-80g", "--set", "max_model_len=8192")
+    assert code == 0
+    for text in ("gpu_memory_utilization*total_gpu_memory", "weights = 2*n_params",
+                 "kv_cache_memory =", "# GPU blocks", "27,943", "447,088",
+                 "maximum concurrency for 8,192 tokens per request: 54.58x"):
+        assert text in out
+
+
+def test_serve_errors_are_usage_errors():
+    code, _, err = run("serve", "llama3.1-8b", "--gpu", "h100-80g", "--set", "gpu_memory_utilization=1.5")
+    assert code == 2 and "gpu_memory_utilization" in err and "^" in err  # located in the --set value
+    assert run("serve", "llama3.1-8b")[0] == 2                            # no device memory
+    assert run("serve", "llama3.1-8b", "--gpu", "h100-80g", "--engine", "sglang")[0] == 2
+    code, _, err = run("serve", "llama3.1-8b", "--gpu", "h100-80g", "--set", "mode=train")
+    assert code == 2 and "inference" in err
+    code, out, _ = run("serve", "llama3.1-8b", "--gpu", "h100-80g", "--tp", "3", "--json")
+    assert code == 2 and json.loads(out)["error"]["type"] == "DomainError"  # 3 does not divide 32 heads
+
+
+def test_serve_that_does_not_fit_exits_1():
+    # Llama-3.1-70B's bf16 weights (141 GB) exceed one H100's budget: no KV cache at all
+    code, out, _ = run("serve", "llama3.1-70b", "--gpu", "h100-80g", "--set", "max_model_len=8192")
+    assert code == 1 and "does not serve one request" in out
+
+
+def test_default_max_model_len_is_the_models_context(lib):
+    s = Scenario.create(lib, "llama3.1-8b", "h100-80g")
+    result = serve(s, formulas=False)
+    assert result.scenario.values["seq_len"] == 131072  # max_position_embeddings, vLLM's default

@@ -524,11 +524,14 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
     argv = sys.argv[1:] if argv is None else list(argv)
+    options = argv[:argv.index("--")] if "--" in argv else argv  # after '--' every word is positional
+    as_json = "--json" in options  # until the arguments are parsed: an argparse error
     try:
         args = build_parser().parse_args(argv)
+        as_json = getattr(args, "json", False)
         return COMMANDS[args.command](args, out)
     except EngineError as exc:
-        if "--json" in argv:  # a script reads the error from stdout, as it would the answer
+        if as_json:  # a script reads the error from stdout, as it would the answer
             out.write(json.dumps({"error": error_json(exc)}, indent=2) + "\n")
         else:
             err.write(f"{exc}\n" if exc.span is not None else f"memform: error: {exc}\n")

@@ -248,3 +248,11 @@ def test_paths_too_long_or_with_markup_are_usage_errors(tmp_path):
 def test_a_hugging_face_id_says_what_to_do():
     code, _, err = run("estimate", "meta-llama/Llama-2-7b-hf")
     assert code == 2 and "config.json" in err
+
+
+def test_json_errors_follow_the_parsed_flag():
+    # after '--' the word is a pattern, not the flag: the answer is a table, not JSON
+    code, out, _ = run("names", "--", "--json")
+    assert code == 1 and "no name matches '--json'" in out
+    code, out, _ = run("estimate", "gpt2", "--no-such-flag", "--json")
+    assert code == 2 and json.loads(out)["error"]["type"] == "UsageError"

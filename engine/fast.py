@@ -49,6 +49,11 @@ class Unsupported(Exception):
     """The fast path cannot answer exactly as the full path would; the full path answers."""
 
 
+class UnitMisuse(Unsupported):
+    """Constant arithmetic that mixes bytes with plain numbers or puts a unit in an exponent;
+    the full path misses it only where a zero drops its unit (``0 GiB``)."""
+
+
 # ---------------------------------------------------------------- files
 def _key() -> str | None:
     return source_key()
@@ -268,7 +273,7 @@ def parse_value(text: str):
     """A ``--set`` value through the rule language's grammar: a choice name (str) or an
     exact number with its power of bytes, ``(Fraction, dim)``; only constant arithmetic."""
     from lark import Transformer, v_args
-    from lark.exceptions import LarkError
+    from lark.exceptions import LarkError, VisitError
 
     @v_args(inline=True)
     class Constant(Transformer):
@@ -300,7 +305,9 @@ def parse_value(text: str):
             return (-_num(a)[0], a[1])
 
         def pow(self, a, b):
-            if _num(b)[1] != 0 or b[0].denominator != 1 or abs(b[0]) > 64 or (_num(a)[0] == 0 and b[0] < 0):
+            if _num(b)[1] != 0:
+                raise UnitMisuse("an exponent is a plain number, not bytes")
+            if b[0].denominator != 1 or abs(b[0]) > 64 or (_num(a)[0] == 0 and b[0] < 0):
                 raise Unsupported("a power the full path checks")
             return (_sized(a)[0] ** int(b[0]), a[1] * int(b[0]))
 
@@ -310,6 +317,10 @@ def parse_value(text: str):
         return Constant().transform(_parser().parse(text, start="expr"))
     except Unsupported:
         raise
+    except VisitError as exc:  # lark wraps what a callback raises
+        if isinstance(exc.orig_exc, Unsupported):
+            raise exc.orig_exc from None
+        raise Unsupported(type(exc.orig_exc).__name__) from None
     except (LarkError, ValueError, ArithmeticError, RecursionError) as exc:  # a syntax error,
         raise Unsupported(type(exc).__name__) from None  # Unsupported wrapped by lark, a huge number
 
@@ -330,7 +341,7 @@ def _sized(x):
 
 def _same(a, b, value):
     if _num(a)[1] != _num(b)[1]:
-        raise Unsupported("bytes mixed with plain numbers")
+        raise UnitMisuse("bytes added to a plain number")
     return (value, a[1])
 
 

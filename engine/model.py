@@ -53,26 +53,30 @@ def parse_setting(lib: Library, text: str, notes: list | None = None) -> tuple[s
                         hint=hint) from None
     if value is None:
         raise UsageError(f"'--set {text}' has no value", value_span)
-    if value == 0:  # '0 MiB' is 0: its unit is only in the text
-        _check_zero_unit(lib, name, raw, value_span)
+    if isinstance(value, sympy.Expr) and not value.free_symbols:
+        _check_zero_units(lib, name, raw, value_span)
     return name, lib.check_value(name, value, value_span)
 
 
-def _check_zero_unit(lib: Library, name: str, raw: str, span: Span) -> None:
-    """A zero given with a unit its name does not take (``alloc_margin=0 MiB``) is refused
-    as any other value in the wrong unit would be."""
-    from .fast import Unsupported, parse_value as constant
+def _check_zero_units(lib: Library, name: str, raw: str, span: Span) -> None:
+    """Units counted again with the zeros that keep them: sympy's ``0 * B`` is ``0``, so a
+    zero given with a unit (``alloc_margin=0 MiB``, ``16 MB ^ 0 GiB``, ``0 GiB + 5``) is
+    refused as any other value in the wrong unit would be."""
+    from .fast import UnitMisuse, Unsupported, parse_value as constant
     from .rules import UNITS, DtypeDecl, OptionDecl
+    from .errors import UnitError
     decl = lib.decls.get(name)
     if decl is None or isinstance(decl, (DtypeDecl, OptionDecl)):
         return
     try:
         _, dim = constant(raw)
+    except UnitMisuse as exc:
+        raise UnitError(str(exc), span,
+                        hint="a zero keeps its unit: 0 GiB is bytes") from None
     except Unsupported:  # not plain constant arithmetic: validation has the last word
         return
     want = UNITS[decl.unit][0]
     if dim != want and not (want == 1 and dim == 0):
-        from .errors import UnitError
         raise UnitError(f"'{name}' is in {decl.unit} but the value is in "
                         f"{'bytes' if dim == 1 else 'a plain number'}", span)
 

@@ -227,12 +227,23 @@ class Library:
         memo: dict[str, sympy.Expr] = self._compose_cache.setdefault(("memo", pins), {})
 
         sizes: dict[int, int] = {}
+        degrees: dict[str, int] = {}
 
         def expand(n: str) -> sympy.Expr:
             if n in pinned:
                 return pinned[n]  # a sympy number (or a Symbol standing for one)
             if n not in memo:
                 sub = {sympy.Symbol(d): expand(d) for d in self.deps[n]}
+                # bounded before sympy builds the power: its automatic simplification of a
+                # high-degree polynomial (a chain of squares) runs for minutes
+                degree = _degree(self.lowered[n], lambda s: degrees.get(s, 0 if s in pinned else 1), {})
+                if degree > MAX_DEGREE:
+                    raise ResourceLimitError(
+                        f"rule '{n}' has a polynomial degree of {degree:,} once the rules it uses are "
+                        f"inlined; the limit is {MAX_DEGREE:,}", self.rules[n].span,
+                        hint="a rule that squares another, in a long chain, doubles its degree at "
+                             "every step; memory formulas have degrees below 100")
+                degrees[n] = degree
                 composed = self.lowered[n].xreplace(sub)
                 if _tree_size(composed, sizes) > MAX_TERMS:
                     raise ResourceLimitError(
@@ -256,6 +267,30 @@ class Library:
 
 #: the largest expression (counted as a tree) a composed rule may have
 MAX_TERMS = 1_000_000
+#: the highest degree (exponents summed over a product, bounded structurally) a composed rule
+#: may have; the built-in library's highest is 63 (serving's block count)
+MAX_DEGREE = 512
+
+
+def _degree(expr: sympy.Basic, degree_of, memo: dict[int, int]) -> int:
+    """An upper bound on the degree of ``expr`` as a polynomial (a divisor counts as its
+    degree too), where ``degree_of(name)`` gives each symbol's; linear in the DAG."""
+    key = id(expr)
+    if key not in memo:
+        if not expr.free_symbols:
+            d = 0
+        elif expr.is_Symbol:
+            d = degree_of(expr.name)
+        elif expr.is_Mul:
+            d = sum(_degree(a, degree_of, memo) for a in expr.args)
+        elif expr.is_Pow and expr.exp.is_Number:
+            d = _degree(expr.base, degree_of, memo) * int(abs(sympy.ceiling(expr.exp)))
+        elif expr.is_Pow:
+            d = _degree(expr.base, degree_of, memo) + _degree(expr.exp, degree_of, memo)
+        else:
+            d = max((_degree(a, degree_of, memo) for a in expr.args), default=0)
+        memo[key] = d
+    return memo[key]
 
 
 def _tree_size(expr: sympy.Basic, sizes: dict[int, int]) -> int:

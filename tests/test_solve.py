@@ -212,7 +212,19 @@ def test_a_target_past_the_float_range_is_still_searched(tmp_path):
 
 
 def test_a_target_too_large_to_compute_is_refused_quickly(tmp_path):
-    # r40 = (micro_batch + 768)^(2^39): its exact value at micro_batch = 1 has about 5 * 10^12 bits
+    # r2 = (micro_batch * 10^9000)^4: at micro_batch = 1 a number of about 120,000 bits
+    rules = tmp_path / "big.mem"
+    rules.write_text('rule r1 : count = micro_batch * 10^9000 ""\nrule r2 : count = r1^4 ""\n')
+    start = time.monotonic()
+    code, out, err = run("solve", "max", "micro_batch", "gpt2", "--gpu", "h100-80g", "--target", "r2",
+                         "--rules", str(rules))
+    assert code == 2 and out == ""
+    assert "'r2' would have a value of more than 100,000 bits" in err
+    assert time.monotonic() - start < 30
+
+
+def test_a_chain_of_squares_is_refused_before_it_is_built(tmp_path):
+    # r40 = (micro_batch + 768)^(2^39): stopped at the first rule past degree 512 (r11, 2^10)
     rules = tmp_path / "chain.mem"
     rules.write_text('rule r1 : count = micro_batch + hidden_size ""\n'
                      + "".join(f'rule r{i} : count = r{i - 1}^2 ""\n' for i in range(2, 41)))
@@ -220,7 +232,7 @@ def test_a_target_too_large_to_compute_is_refused_quickly(tmp_path):
     code, out, err = run("solve", "max", "micro_batch", "gpt2", "--gpu", "h100-80g", "--target", "r40",
                          "--rules", str(rules))
     assert code == 2 and out == ""
-    assert "'r40' would have a value of more than 100,000 bits" in err
+    assert err.startswith(f"{rules}:11:6: rule 'r11' has a polynomial degree of 1,024")
     assert time.monotonic() - start < 30
 
 

@@ -70,6 +70,21 @@ def test_units_only_where_they_make_sense(setting, message):
     refused(setting, message)
 
 
+@pytest.mark.parametrize("setting, message", [
+    # sympy's 0 * B is 0: these zeros keep their unit only in the text (fuzzer find, issue 18)
+    ("capacity=16 MB ^ 0 GiB ^ 16", "an exponent is a plain number, not bytes"),
+    ("micro_batch=0 GiB + 5", "bytes added to a plain number"),
+    ("micro_batch=0 TB", "'micro_batch' is in count but the value is in bytes"),
+    ("micro_batch=(0 GiB) * 3", "'micro_batch' is in count but the value is in bytes"),
+])
+def test_a_zero_keeps_its_unit(setting, message):
+    refused(setting, message)
+
+
+def test_a_zero_in_bytes_is_a_byte_value():
+    assert parse_setting(engine.load(), "cuda_context=0 GiB")[1] == 0
+
+
 def test_a_unit_belongs_to_its_number():
     err = refused("cuda_context=1/3 B", "bytes^-1")
     assert "write 1 B / 3" in err
@@ -166,6 +181,28 @@ def test_huge_powers_in_rule_files_are_refused_when_parsed(text, message, column
         parse_text(text, "big.mem")
     assert message in info.value.message
     assert (info.value.span.file, info.value.span.line, info.value.span.column) == ("big.mem", text.count("\n") + 1, column)
+
+
+def test_a_chain_of_squares_stops_at_the_degree_limit():
+    """Each rule squares the one before: the 10th has degree 2^10.  sympy's automatic
+    simplification of such a power ran for minutes (fuzzer find); the degree is bounded
+    before anything is built."""
+    text = 'input u : ratio in [0, 1] = 0.5 "u"\nrule sq0 : count = u * 2 "x"\n' + "".join(
+        f'rule sq{i} : count = sq{i - 1} * sq{i - 1} + 1 "x"\n' for i in range(1, 21))
+    lib = engine.Library()
+    lib.add_text(text, "sq.mem")
+    lib.resolve()
+    with within(10), pytest.raises(ResourceLimitError) as info:
+        lib.compose("sq20")
+    assert "rule 'sq10' has a polynomial degree of 1,024" in info.value.message
+    assert (info.value.span.file, info.value.span.line) == ("sq.mem", 12)
+    assert lib.compose("sq8") == lib.compose("sq7") ** 2 + 1  # below the limit: composed
+
+
+def test_the_built_in_library_is_far_below_the_degree_limit():
+    lib = engine.load()
+    for name in ("total", "peak", "max_concurrency"):
+        lib.compose(name)  # raises past the limit
 
 
 def test_fast_path_declines_huge_values_quickly():

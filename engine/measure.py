@@ -39,7 +39,7 @@ COMPONENTS = {
     "saved_for_backward": (("activations", "logits"), "train"),
     "logits_tensor": ("logits_tensor", "train"),
     "kv_cache": ("kv_cache", "infer"),
-    "peak": ("peak", "train"),
+    "peak": ("peak_allocated", "train"),
 }
 
 

@@ -26,7 +26,12 @@ OPAQUE_RULES = SIZES + TOP_LEVEL
 TOTAL_OPAQUE = ("n_params", "quantised_params")
 
 #: Rules an estimate reports beside the top-level ones, when the scenario calls for them.
-EXTRA_RULES = ("peak", "host_memory", "nvme_storage", "convention_total")
+EXTRA_RULES = ("peak_allocated", "peak_reserved", "peak", "host_memory", "nvme_storage", "convention_total")
+
+#: The step's peak as the tools print it: rule, and the statistic it stands for.
+PEAK_FIGURES = (("peak_allocated", "torch.cuda.max_memory_allocated"),
+                ("peak_reserved", "torch.cuda.max_memory_reserved"),
+                ("peak", "nvidia-smi (device_used)"))
 
 
 #: the largest figure an estimate reports (bytes); beyond it the values given are not a real job
@@ -182,9 +187,11 @@ class Report:
                     re.search(rf"\b{name}\b", f) for f in self.formulas.values())):
                 console.print(f"{name} = {scaled(whole_bytes(self.rules[name]), 1, 0)}")
         rules = self.rules
-        if "peak" in rules and rules["peak"] != total:
-            console.print(f"peak of the step: {gb(rules['peak'])} GB ({gib(rules['peak'])} GiB) "
-                          "(rule peak: its largest phase; 'memform show peak' for the formula)")
+        if "peak" in rules:
+            console.print("peak of the step ('memform show peak_allocated' for the formula):")
+            for n, what in PEAK_FIGURES:
+                if n in rules:
+                    console.print(f"  {n:<15} {gb(rules[n]):>9} GB {'(' + gib(rules[n]) + ' GiB)':>14}  {what}")
         if "host_memory" in rules:
             host = rules["host_memory"]
             console.print(f"CPU memory for offloading: {gb(host)} GB ({gib(host)} GiB) for this GPU's rank "
@@ -220,7 +227,7 @@ def extra_rules(values: Mapping[str, object], rule_names) -> list[str]:
     """The EXTRA_RULES an estimate of a scenario with these values reports."""
     out = []
     if "peak" in rule_names:  # the largest phase of the step, beside the plain sum
-        out.append("peak")
+        out.extend(n for n, _ in PEAK_FIGURES if n in rule_names)
     if "host_memory" in rule_names and values.get("offload", "none") != "none":
         out.append("host_memory")  # CPU bytes, not in the GPU total
         if "nvme_storage" in rule_names and values.get("offload_device", "cpu") == "nvme":

@@ -24,7 +24,7 @@ def test_estimate_json_shape_and_model_states():
     data = json.loads(out)
     assert set(data) >= {"total_bytes", "components", "rules", "inputs", "fits"}
     assert set(data["rules"]) == {"weights", "master", "grads", "optimizer_states", "model_states",
-                                  "activations", "logits", "kv_cache", "overhead", "total", "peak"}
+                                  "activations", "logits", "kv_cache", "overhead", "total", "peak_allocated", "peak_reserved", "peak"}
     # ZeRO paper: mixed-precision Adam keeps 2 + 2 + 12 = 16 bytes per parameter
     assert data["rules"]["model_states"] == 16 * LLAMA2_7B_PARAMS
     assert data["rules"]["weights"] == 2 * LLAMA2_7B_PARAMS

@@ -11,7 +11,7 @@ def test_unfused_loss_adds_two_logits_sized_gradients_at_the_start_of_backward(l
     # PyTorch's log_softmax + nll_loss backward: the gradient of the log-probabilities and
     # that of the logits, each b s V fp32 values: 2 x 4 x 4096 x 32000 x 4 B
     s = Scenario.create(lib, "llama2-7b", values={"micro_batch": 4, "seq_len": 4096})
-    assert s.evaluate("peak") == s.evaluate("total") + 2 * 4 * 4096 * 32000 * 4
+    assert s.evaluate("peak_allocated") == s.evaluate("tensors") + 2 * 4 * 4096 * 32000 * 4
 
 
 def test_freed_gradients_leave_the_forward_peak(lib):
@@ -19,12 +19,23 @@ def test_freed_gradients_leave_the_forward_peak(lib):
     # and without persistent gradient buffers it holds everything but the gradients
     s = Scenario.create(lib, "llama2-7b", values={"micro_batch": 4, "seq_len": 4096, "grad_lifetime": "step",
                                                   "loss_kernel": "fused"})
-    assert s.evaluate("peak") == s.evaluate("total") - s.evaluate("grads")
+    assert s.evaluate("peak_allocated") == s.evaluate("tensors") - s.evaluate("grads")
 
 
 def test_foreach_optimizer_temporaries_can_set_the_peak(lib):
     # one token: activations are tiny, so the update (states + grads + fp32 temporaries) is the peak
     s = Scenario.create(lib, "llama2-7b", values={"micro_batch": 1, "seq_len": 1, "optimizer_impl": "foreach"})
     temp = 4 * 6_738_415_616  # one fp32 buffer per parameter
-    expected = s.evaluate("total") - s.evaluate("activations") - s.evaluate("logits") + temp
-    assert s.evaluate("peak") == expected
+    expected = s.evaluate("model_states") + temp
+    assert s.evaluate("peak_allocated") == expected
+
+
+def test_the_three_figures_tools_print(lib):
+    # max_memory_allocated: the live tensors; reserved: plus the allocator's slack (alloc_margin
+    # of them); nvidia-smi: plus the CUDA context
+    s = Scenario.create(lib, "llama2-7b", values={"micro_batch": 1, "seq_len": 1, "alloc_margin": 0.25,
+                                                  "cuda_context": 2**29})
+    allocated = s.evaluate("tensors") + 2 * 32000 * 4  # one token: the loss's two fp32 gradients
+    assert s.evaluate("peak_allocated") == allocated
+    assert s.evaluate("peak_reserved") == allocated * 5 / 4
+    assert s.evaluate("peak") == s.evaluate("device_used") == allocated * 5 / 4 + 2**29

@@ -269,9 +269,13 @@ def evaluate(compiled: dict, values: dict, names) -> dict[str, Fraction]:
 
 
 # ---------------------------------------------------------------- values from the command line
-def parse_value(text: str):
+def parse_value(text: str, units: bool = False):
     """A ``--set`` value through the rule language's grammar: a choice name (str) or an
-    exact number with its power of bytes, ``(Fraction, dim)``; only constant arithmetic."""
+    exact number with its power of bytes, ``(Fraction, dim)``; only constant arithmetic.
+
+    ``units``: also through min, max, ceil and floor, and powers of 0 and 1 with any exponent,
+    whose values are exact too: the unit check of :func:`engine.model.parse_setting`, for the
+    zeros whose unit sympy drops."""
     from lark import Transformer, v_args
     from lark.exceptions import LarkError, VisitError
 
@@ -307,9 +311,23 @@ def parse_value(text: str):
         def pow(self, a, b):
             if _num(b)[1] != 0:
                 raise UnitMisuse("an exponent is a plain number, not bytes")
+            if units and _num(a)[0] in (0, 1) and b[0] > 0:  # 0^q = 0, 1^q = 1: the unit's power q
+                return (a[0], a[1] * b[0])
             if b[0].denominator != 1 or abs(b[0]) > 64 or (_num(a)[0] == 0 and b[0] < 0):
                 raise Unsupported("a power the full path checks")
             return (_sized(a)[0] ** int(b[0]), a[1] * int(b[0]))
+
+        def call(self, fn, *args):
+            if not units or str(fn) not in ("min", "max", "ceil", "floor"):
+                raise Unsupported(f"'{fn}' in a value")
+            if str(fn) in ("min", "max"):
+                first = _num(args[0])
+                for other in args[1:]:
+                    _same(first, other, None)
+                values = [x[0] for x in args]
+                return (min(values) if str(fn) == "min" else max(values), first[1])
+            value, dim = _num(args[0])
+            return (Fraction(math.ceil(value) if str(fn) == "ceil" else math.floor(value)), dim)
 
     if len(text) > 10_000:
         raise Unsupported("too long")
@@ -341,7 +359,7 @@ def _sized(x):
 
 def _same(a, b, value):
     if _num(a)[1] != _num(b)[1]:
-        raise UnitMisuse("bytes added to a plain number")
+        raise UnitMisuse("cannot combine bytes and a plain number")
     return (value, a[1])
 
 

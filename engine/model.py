@@ -63,22 +63,26 @@ def _check_zero_units(lib: Library, name: str, raw: str, span: Span) -> None:
     zero given with a unit (``alloc_margin=0 MiB``, ``16 MB ^ 0 GiB``, ``0 GiB + 5``) is
     refused as any other value in the wrong unit would be."""
     from .fast import UnitMisuse, Unsupported, parse_value as constant
-    from .rules import UNITS, DtypeDecl, OptionDecl
+    from .rules import UNITS, DtypeDecl, OptionDecl, unit_words
     from .errors import UnitError
     decl = lib.decls.get(name)
-    if decl is None or isinstance(decl, (DtypeDecl, OptionDecl)):
+    if decl is None or isinstance(decl, DtypeDecl):
         return
     try:
-        _, dim = constant(raw)
+        _, dim = constant(raw, units=True)
     except UnitMisuse as exc:
         raise UnitError(str(exc), span,
                         hint="a zero keeps its unit: 0 GiB is bytes") from None
     except Unsupported:  # not plain constant arithmetic: validation has the last word
         return
+    if isinstance(decl, OptionDecl):  # a numeric choice (zero_stage = 3) is a plain number
+        if dim != 0:
+            raise UnitError(f"option '{name}' takes a choice, not a value in {unit_words(dim)}", span)
+        return
     want = UNITS[decl.unit][0]
     if dim != want and not (want == 1 and dim == 0):
         raise UnitError(f"'{name}' is in {decl.unit} but the value is in "
-                        f"{'bytes' if dim == 1 else 'a plain number'}", span)
+                        f"{unit_words(dim)}", span)
 
 
 @dataclass(frozen=True)

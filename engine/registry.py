@@ -8,7 +8,10 @@ giving one expression per rule over inputs and option codes only.
 """
 from __future__ import annotations
 
+import contextlib
 import graphlib
+import signal
+import threading
 from fractions import Fraction
 from pathlib import Path
 from typing import Iterable
@@ -226,35 +229,49 @@ class Library:
         # model_states, reuse each other's parts); not written to the cache file
         memo: dict[str, sympy.Expr] = self._compose_cache.setdefault(("memo", pins), {})
 
-        sizes: dict[int, int] = {}
-        degrees: dict[str, int] = {}
+        degrees: dict[str, int] = {}  # polynomial degree of each composed rule (a pinned one: 1)
+        sizes_of: dict[str, int] = {}  # tree size of each composed rule
+        nestings: dict[str, int] = {}  # min/max nesting of each composed rule
 
         def expand(n: str) -> sympy.Expr:
             if n in pinned:
                 return pinned[n]  # a sympy number (or a Symbol standing for one)
             if n not in memo:
                 sub = {sympy.Symbol(d): expand(d) for d in self.deps[n]}
-                # bounded before sympy builds the power: its automatic simplification of a
-                # high-degree polynomial (a chain of squares) runs for minutes
-                degree = _degree(self.lowered[n], lambda s: degrees.get(s, 0 if s in pinned else 1), {})
-                if degree > MAX_DEGREE:
-                    raise ResourceLimitError(
-                        f"rule '{n}' has a polynomial degree of {degree:,} once the rules it uses are "
-                        f"inlined; the limit is {MAX_DEGREE:,}", self.rules[n].span,
-                        hint="a rule that squares another, in a long chain, doubles its degree at "
-                             "every step; memory formulas have degrees below 100")
-                degrees[n] = degree
+                _BUDGET.rule = n
+                # bounded before sympy builds anything: its automatic simplification of a
+                # high-degree polynomial (a chain of squares), of deeply nested min / max or of
+                # a huge tree runs for minutes
+                for measure, known, default, limit, what, hint in (  # default: an input's measure
+                        (_degree, degrees, 1, MAX_DEGREE, "has a polynomial degree of {:,}",
+                         "a rule that squares another, in a long chain, doubles its degree at every step; "
+                         "memory formulas have degrees below 100"),
+                        (_minmax_nesting, nestings, 0, MAX_MINMAX_NESTING, "nests min/max {} deep",
+                         "sympy compares the arguments of every min and max, and the work doubles with "
+                         "each level; memory formulas nest them at most 4 deep"),
+                        (_composed_size, sizes_of, 1, MAX_TERMS, "expands to {:,} terms",
+                         "a rule that uses another rule several times, in a long chain, doubles its size "
+                         "at every step; restructure the rules")):
+                    found = measure(self.lowered[n], lambda s: known.get(s, default), {})
+                    if found > limit:
+                        raise ResourceLimitError(
+                            f"rule '{n}' {what.format(found)} once the rules it uses are inlined; the limit "
+                            f"is {limit:,}", self.rules[n].span, hint=hint)
+                    known[n] = found
                 composed = self.lowered[n].xreplace(sub)
-                if _tree_size(composed, sizes) > MAX_TERMS:
-                    raise ResourceLimitError(
-                        f"rule '{n}' expands to more than {MAX_TERMS:,} terms once the rules it uses "
-                        "are inlined", self.rules[n].span,
-                        hint="a rule that uses another rule several times, in a long chain, doubles "
-                             "its size at every step; restructure the rules")
                 memo[n] = apply_at(composed)
             return memo[n]
 
-        result = expand(name)
+        with _cpu_budget(COMPOSE_CPU_SECONDS) as over:
+            try:
+                result = expand(name)
+            except _OverBudget:
+                culprit = over.rule or name
+                raise ResourceLimitError(
+                    f"composing rule '{culprit}' took more than {COMPOSE_CPU_SECONDS} s of CPU time",
+                    self.rules[culprit].span if culprit in self.rules else None,
+                    hint="sympy simplifies each min, max, ceil and floor as it is built; nested deeply "
+                         "over large expressions that takes unbounded time; restructure the rules") from None
         self._compose_cache[key] = result
         return result
 
@@ -270,6 +287,75 @@ MAX_TERMS = 1_000_000
 #: the highest degree (exponents summed over a product, bounded structurally) a composed rule
 #: may have; the built-in library's highest is 63 (serving's block count)
 MAX_DEGREE = 512
+
+
+#: CPU seconds one composition may take (the whole built-in library composes in about 3)
+COMPOSE_CPU_SECONDS = 10
+
+
+class _OverBudget(BaseException):
+    """Raised by the CPU timer inside sympy: a BaseException, so no ``except Exception``
+    in sympy swallows it."""
+
+
+class _Budget(threading.local):
+    active = False
+    rule: str | None = None
+
+
+_BUDGET = _Budget()
+
+
+@contextlib.contextmanager
+def _cpu_budget(seconds: float):
+    """Raise :class:`_OverBudget` once the process has spent ``seconds`` of CPU time inside
+    the block (ITIMER_VIRTUAL: load on the machine does not count).  Only in the main
+    thread, where signals are delivered, and not nested."""
+    if _BUDGET.active or threading.current_thread() is not threading.main_thread() \
+            or not hasattr(signal, "ITIMER_VIRTUAL"):
+        yield _BUDGET
+        return
+
+    def stop(signum, frame):
+        raise _OverBudget()
+
+    old = signal.signal(signal.SIGVTALRM, stop)
+    _BUDGET.active, _BUDGET.rule = True, None
+    signal.setitimer(signal.ITIMER_VIRTUAL, seconds)
+    try:
+        yield _BUDGET
+    finally:
+        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+        signal.signal(signal.SIGVTALRM, old)
+        _BUDGET.active = False
+
+
+#: how deep min and max may nest in a composed rule (the built-in library's deepest is 4)
+MAX_MINMAX_NESTING = 8
+
+
+def _minmax_nesting(expr: sympy.Basic, nesting_of, memo: dict[int, int]) -> int:
+    """How deep Min and Max nest in ``expr`` once each rule symbol carries ``nesting_of(name)``."""
+    key = id(expr)
+    if key not in memo:
+        if expr.is_Symbol:
+            memo[key] = nesting_of(expr.name)
+        else:
+            inner = max((_minmax_nesting(a, nesting_of, memo) for a in expr.args), default=0)
+            memo[key] = inner + isinstance(expr, (sympy.Min, sympy.Max))
+    return memo[key]
+
+
+def _composed_size(expr: sympy.Basic, size_of, memo: dict[int, int]) -> int:
+    """Nodes of ``expr`` counted as a tree once each rule symbol is replaced by a tree of
+    ``size_of(name)`` nodes: the size before sympy builds (and simplifies) it."""
+    key = id(expr)
+    if key not in memo:
+        if expr.is_Symbol:
+            memo[key] = size_of(expr.name)
+        else:
+            memo[key] = 1 + sum(_composed_size(a, size_of, memo) for a in expr.args)
+    return memo[key]
 
 
 def _degree(expr: sympy.Basic, degree_of, memo: dict[int, int]) -> int:

@@ -37,6 +37,9 @@ FUNCTIONS = {
 #: the largest constant exponent of a power whose base has names (hidden_size ^ 2); a
 #: larger one would only stop, much later, at the evaluation's size limit
 MAX_EXPONENT = 10_000
+#: the largest q of a fractional exponent p/q (a q-th root): sympy's search for an exact root
+#: of a large number runs for minutes when q is 10^8
+MAX_ROOT_DEGREE = 64
 #: the most digits of a constant whose root or logarithm is taken (sympy's exact root of a
 #: 4,000-digit number takes a minute)
 MAX_ROOT_DIGITS = 100
@@ -330,6 +333,11 @@ class ToDecls(Transformer):
                             hint="a unit belongs to the number just before it: 2^3 B is 2^(3 B); "
                                  "write 8 B, or 2^3 * 1 B")
         b = exp[0]
+        if not b.is_Integer and b.q > MAX_ROOT_DEGREE:
+            degree = f"{b.q:,}" if b.q < 10**6 else f"a {len(str(b.q))}-digit number"
+            raise ResourceLimitError(f"the exponent of '{self._source(meta)}' takes a root of degree {degree}; "
+                                     f"the limit is {MAX_ROOT_DEGREE}", self.span(meta),
+                                     hint="a fractional exponent p/q takes a q-th root: 0.5, 1/3 or 0.25 are fine")
         if base is None:
             if abs(b) > MAX_EXPONENT:
                 raise ResourceLimitError(f"the exponent of '{self._source(meta)}' is more than {MAX_EXPONENT:,}",

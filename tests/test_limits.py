@@ -28,7 +28,7 @@ def test_oversized_rule_files_are_refused(text):
 
 
 def test_exponential_rule_chain_is_refused():
-    # every rule uses the previous one twice: inlined, a40 would have 2^40 leaves
+    # every rule multiplies two uses of the previous one: a40 would have degree 2^40
     chain = "\n".join(['input a0 : count >= 1 = 2 "a"'] +
                       [f'rule a{i + 1} : count = (a{i} + 1) * (a{i} + 2) "r"' for i in range(40)])
     lib = resolve(chain)
@@ -36,11 +36,48 @@ def test_exponential_rule_chain_is_refused():
     with pytest.raises(ResourceLimitError) as info:  # with a0 = 2 the values explode
         Scenario.create(lib).evaluate("a40")
     assert "has a value of more than 100,000 bits" in info.value.message
-    with pytest.raises(ResourceLimitError) as info:  # symbolic, the expression does
+    with pytest.raises(ResourceLimitError) as info:  # symbolic, the degree does: a10 has 2^10
         lib.compose("a40")
-    assert "expands to more than 1,000,000 terms" in info.value.message
-    assert info.value.span.line < 41
+    assert "rule 'a10' has a polynomial degree of 1,024" in info.value.message
+    assert info.value.span.line == 11
     assert time.monotonic() - start < 30
+
+
+def chain_of(body: str, depth: int = 40):
+    return resolve("\n".join(['input a0 : count >= 1 = 2 "a"'] +
+                             [f'rule a{i + 1} : count = {body.format(a=f"a{i}")} "r"' for i in range(depth)]))
+
+
+def test_a_rule_chain_that_doubles_its_size_is_refused_before_it_is_built():
+    # every rule uses the previous one twice without raising its degree: a40 would have 2^40
+    # leaves; a16 is the first past a million nodes
+    lib = chain_of("log2({a}) + log2({a} + 1)")
+    start = time.monotonic()
+    with pytest.raises(ResourceLimitError) as info:
+        lib.compose("a40")
+    assert "rule 'a16' expands to" in info.value.message and "the limit is 1,000,000" in info.value.message
+    assert info.value.span.line == 17
+    assert time.monotonic() - start < 30
+
+
+def test_deeply_nested_min_and_max_are_refused():
+    # sympy compares a max's arguments as it builds it: the work doubles with every level
+    lib = chain_of("max({a}, 1) + max({a}, 2)")
+    with pytest.raises(ResourceLimitError) as info:
+        lib.compose("a40")
+    assert "rule 'a9' nests min/max 9 deep" in info.value.message
+
+
+def test_composition_has_a_cpu_budget():
+    # below every structural limit (16 levels: 2^18 nodes, no min/max) sympy's simplification
+    # of each ceil and floor over the growing argument still runs for minutes (constants no
+    # other test uses: sympy's cache would remember the work)
+    lib = chain_of("ceil({a} / 7) + floor({a} / 11)", depth=16)
+    start = time.monotonic()
+    with pytest.raises(ResourceLimitError) as info:
+        lib.compose("a16")
+    assert "took more than 10 s of CPU time" in info.value.message and info.value.span.file == "bad.mem"
+    assert time.monotonic() - start < 60
 
 
 def test_absurd_plan_is_refused(lib):

@@ -73,12 +73,26 @@ def test_units_only_where_they_make_sense(setting, message):
 @pytest.mark.parametrize("setting, message", [
     # sympy's 0 * B is 0: these zeros keep their unit only in the text (fuzzer find, issue 18)
     ("capacity=16 MB ^ 0 GiB ^ 16", "an exponent is a plain number, not bytes"),
-    ("micro_batch=0 GiB + 5", "bytes added to a plain number"),
+    ("micro_batch=0 GiB + 5", "cannot combine bytes and a plain number"),
+    ("cuda_context=min(0 GiB, 5)", "cannot combine bytes and a plain number"),
+    ("seq_per_gpu=70e9 KB * 0 GiB ^ 1000000000", "'seq_per_gpu' is in tokens but the value is in bytes^1000000001"),
+    ("n_params=floor(4 + 1e9) ^ 0 KB", "an exponent is a plain number, not bytes"),
+    ("zero_stage=0 TB", "option 'zero_stage' takes a choice, not a value in bytes"),
     ("micro_batch=0 TB", "'micro_batch' is in count but the value is in bytes"),
     ("micro_batch=(0 GiB) * 3", "'micro_batch' is in count but the value is in bytes"),
 ])
 def test_a_zero_keeps_its_unit(setting, message):
     refused(setting, message)
+
+
+@pytest.mark.parametrize("setting", [
+    # sympy looks for an exact 10^8-th root of the base: minutes (fuzzer finds, issue 18)
+    "alloc_margin=1.5 PiB ^ 7e-1 ^ 8", "recompute=ceil(4 ^ 1e-308) ^ 0.1",
+    "megatron_total=min(0 TiB, 100 B) ^ 1e-400",
+])
+def test_roots_of_huge_degree_are_refused_quickly(setting):
+    with within(10):
+        refused(setting, "takes a root of degree", model="llama2-7b")
 
 
 def test_a_zero_in_bytes_is_a_byte_value():

@@ -25,6 +25,16 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message, hint=f"see '{self.prog} --help'")
 
 
+class _SetOption(argparse.Action):
+    """``--stack X`` is ``--set stack=X``: appended to the same list, in command-line order."""
+
+    def __init__(self, option_strings, dest, const, **kwargs):
+        super().__init__(option_strings, dest, const=const, **kwargs)
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or []), f"{self.const}={value}"])
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="memform", description="GPU memory of LLM training and serving, "
                      "with the formula behind every number.", epilog=USAGE_EXAMPLES,
@@ -36,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     common = _Parser(add_help=False)
     common.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
                         help="set an input, option or rule (repeatable): --set zero_stage=3")
+    common.add_argument("--stack", dest="sets", action=_SetOption, const="stack", metavar="STACK",
+                        help="training framework whose allocations the figures follow: generic (default) "
+                             "or megatron; the same as --set stack=STACK")
     common.add_argument("--rules", action="append", default=[], metavar="FILE",
                         help="a rule file of your own, loaded beside the library (may 'override rule')")
 
@@ -66,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     srv = sub.add_parser("serve", parents=[common],
                          help="the KV cache a serving engine gets: budget, reserves, blocks, tokens, concurrency")
     srv.add_argument("model", metavar="MODEL", help="a model preset or a Hugging Face config.json")
-    srv.add_argument("--engine", default="vllm", choices=["vllm"], help="serving engine (default: vllm)")
+    srv.add_argument("--engine", default="vllm", choices=["vllm", "sglang"], help="serving engine (default: vllm)")
     srv.add_argument("--gpu", help="a GPU preset (its total memory)")
     srv.add_argument("--capacity", metavar="BYTES", help="total device memory instead of --gpu, e.g. 80GB")
     srv.add_argument("--tp", type=int, metavar="N", help="tensor-parallel size (vLLM's --tensor-parallel-size)")

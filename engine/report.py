@@ -145,6 +145,8 @@ class Report:
         from .errors import printable
         parts = [printable(str(self.model)), v["mode"]]
         if v["mode"] == "train":
+            if v.get("stack", "generic") != "generic":
+                parts.append(f"stack {v['stack']}")
             parts.append(v["precision"])
             finetune = v.get("finetune", "full")
             if finetune != "full":
@@ -156,6 +158,8 @@ class Report:
         else:
             parts += [f"weights {v.get('weight_dtype')}", f"KV cache {v.get('kv_dtype')}"]
         parts += [f"attention {v.get('attention')}", layout]
+        if v.get("pp_stage", "busiest") != "busiest" and v.get("pp", 1) != 1:
+            parts.append(f"{v['pp_stage']} pipeline stage")
         return ", ".join(str(p) for p in parts[:1]) + ": " + ", ".join(str(p) for p in parts[1:]) + \
             f", micro_batch={v['micro_batch']} seq_len={v['seq_len']}"
 

@@ -29,12 +29,26 @@ COUNTS = (
     ("kv_cache_tokens", "GPU KV cache size (tokens)"),
     ("max_concurrency", "maximum concurrency at max_model_len"),
 )
+#: SGLang's budget, in the words of its log ("GB" there is GiB)
+SGLANG_BREAKDOWN = (
+    ("startup_free_memory", "free at startup ('Load weight begin. avail mem', T0)"),
+    ("weights", "weights ('Load weight end ... mem usage')"),
+    ("sglang_kv_memory", "KV pool (mem_fraction_static x T0 - weights)"),
+)
+SGLANG_COUNTS = (
+    ("kv_cell_bytes", "bytes per token (all layers)"),
+    ("max_total_num_tokens", "max_total_num_tokens ('#tokens')"),
+    ("sglang_max_concurrency", "requests of context_len at once"),
+)
+#: per engine: the breakdown, the counts, the token count and the concurrency
+LAYOUT = {"vllm": (BREAKDOWN, COUNTS, "kv_cache_tokens", "max_concurrency"),
+          "sglang": (SGLANG_BREAKDOWN, SGLANG_COUNTS, "max_total_num_tokens", "sglang_max_concurrency")}
 #: rules that stay as names in the formula column
-OPAQUE = OPAQUE_RULES + tuple(n for n, _ in BREAKDOWN + COUNTS) + (
+OPAQUE = OPAQUE_RULES + tuple(n for n, _ in BREAKDOWN + COUNTS + SGLANG_BREAKDOWN + SGLANG_COUNTS) + (
     "total_gpu_memory", "profile_forward_peak", "profile_sampler_peak", "max_num_seqs",
-    "max_num_batched_tokens")
+    "max_num_batched_tokens", "mem_fraction_static")
 #: engine inputs kept symbolic in the formula column
-KEPT = ("gpu_memory_utilization", "block_size", "seq_len")
+KEPT = ("gpu_memory_utilization", "block_size", "seq_len", "page_size")
 
 
 @dataclass
@@ -59,43 +73,49 @@ class Serving:
         from rich.text import Text
         console = Console(file=out, width=120, highlight=False, markup=False)
         v, r = self.scenario.values, self.rules
-        console.print(Text(f"{self.scenario.model or 'model'} on {self.scenario.gpu or 'the GPU'}: "
-                           f"{self.engine}, tp={v['tp']} pp={v['pp']}, max_model_len={v['seq_len']}, "
-                           f"gpu_memory_utilization={float(v['gpu_memory_utilization']):g}, "
-                           f"max_num_seqs={r['max_num_seqs']}, max_num_batched_tokens={r['max_num_batched_tokens']}, "
-                           f"block_size={v['block_size']}"), soft_wrap=True)
+        breakdown, counts, tokens, concurrency = LAYOUT[self.engine]
+        where = f"{self.scenario.model or 'model'} on {self.scenario.gpu or 'the GPU'}: {self.engine}, tp={v['tp']} pp={v['pp']}"
+        if self.engine == "vllm":
+            where += (f", max_model_len={v['seq_len']}, gpu_memory_utilization={float(v['gpu_memory_utilization']):g}, "
+                      f"max_num_seqs={r['max_num_seqs']}, max_num_batched_tokens={r['max_num_batched_tokens']}, "
+                      f"block_size={v['block_size']}")
+        else:
+            where += (f", context_len={v['seq_len']}, mem_fraction_static={float(r['mem_fraction_static']):g}, "
+                      f"page_size={v['page_size']}")
+        console.print(Text(where), soft_wrap=True)
         table = Table()
         for col, just in (("per GPU", "left"), ("bytes", "right"), ("GB", "right"), ("GiB", "right"),
                           ("formula", "left")):
             table.add_column(col, justify=just, overflow="fold")
-        for name, label in BREAKDOWN:
+        for name, label in breakdown:
             value = r[name]
             table.add_row(f"{label}", scaled(whole_bytes(value), 1, 0), gb(value), gib(value),
                           f"{name} = {self.formulas.get(name, '')}")
         table.add_section()
-        for name, label in COUNTS:
+        for name, label in counts:
             value = r[name]
-            shown = f"{float(value):,.2f}x" if name == "max_concurrency" else scaled(value, 1, 0)
+            shown = f"{float(value):,.2f}x" if name == concurrency else scaled(value, 1, 0)
             table.add_row(label, shown, "", "", f"{name} = {self.formulas.get(name, '')}")
         console.print(table)
-        console.print(f"GPU KV cache size: {scaled(r['kv_cache_tokens'], 1, 0)} tokens; maximum concurrency for "
-                      f"{scaled(v['seq_len'], 1, 0)} tokens per request: {float(r['max_concurrency']):.2f}x")
-        if r["kv_cache_tokens"] < v["seq_len"]:
-            console.print(f"does not serve one request of {scaled(v['seq_len'], 1, 0)} tokens: vLLM refuses to "
-                          "start (lower max_model_len, raise gpu_memory_utilization or tp)")
+        console.print(f"GPU KV cache size: {scaled(r[tokens], 1, 0)} tokens; maximum concurrency for "
+                      f"{scaled(v['seq_len'], 1, 0)} tokens per request: {float(r[concurrency]):.2f}x")
+        if r[tokens] < v["seq_len"]:
+            console.print(f"does not serve one request of {scaled(v['seq_len'], 1, 0)} tokens"
+                          + (": vLLM refuses to start (lower max_model_len, raise gpu_memory_utilization or tp)"
+                             if self.engine == "vllm" else " (lower context_len, raise mem_fraction_static or tp)"))
 
     @property
     def fits(self) -> bool:
         """Whether one request of max_model_len tokens fits the KV cache (vLLM starts)."""
-        return self.rules["kv_cache_tokens"] >= self.scenario.values["seq_len"]
+        return self.rules[LAYOUT[self.engine][2]] >= self.scenario.values["seq_len"]
 
 
 def serving_scenario(scenario: Scenario, engine: str = "vllm", explicit=frozenset()) -> Scenario:
     """``scenario`` as the engine runs it: inference, and unless ``seq_len`` is among the
     ``explicit`` settings, the model's whole context as max_model_len (vLLM's default is the
     config's max_position_embeddings)."""
-    if engine not in ("vllm",):
-        raise UsageError(f"engine '{engine}' is not modelled yet", hint="memform serve --engine vllm")
+    if engine not in LAYOUT:
+        raise UsageError(f"engine '{engine}' is not modelled yet", hint="memform serve --engine vllm|sglang")
     if scenario.values.get("mode") == "train" and "mode" in explicit:
         raise UsageError("memform serve models inference: mode=train does not apply",
                          hint="drop --set mode=train, or use 'memform estimate' for training")
@@ -117,12 +137,13 @@ def serve(scenario: Scenario, engine: str = "vllm", formulas: bool = True, expli
     16
     """
     scenario = serving_scenario(scenario, engine, explicit)
-    names = [n for n, _ in BREAKDOWN + COUNTS] + ["max_num_seqs", "max_num_batched_tokens", "block_size",
-                                                 "total_gpu_memory", "profile_forward_peak",
-                                                 "profile_sampler_peak", "kv_layer_token_bytes"]
-    rules = {n: scenario.evaluate(n) for n in names}
+    breakdown, counts, _, _ = LAYOUT[engine]
+    extra = (["max_num_seqs", "max_num_batched_tokens", "block_size", "total_gpu_memory", "profile_forward_peak",
+              "profile_sampler_peak", "kv_layer_token_bytes"] if engine == "vllm" else
+             ["mem_fraction_static", "page_size", "total_gpu_memory", "chunked_prefill_size", "cuda_graph_max_bs"])
+    rules = {n: scenario.evaluate(n) for n in [n for n, _ in breakdown + counts] + extra}
     shown = {}
     if formulas:
         from .estimate import formula, show_text
-        shown = {n: show_text(formula(scenario, n, keep=KEPT, opaque=OPAQUE)) for n, _ in BREAKDOWN + COUNTS}
+        shown = {n: show_text(formula(scenario, n, keep=KEPT, opaque=OPAQUE)) for n, _ in breakdown + counts}
     return Serving(scenario, engine, rules, shown)

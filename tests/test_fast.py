@@ -52,7 +52,7 @@ def _compare_all_rules(lib, compiled, model):
     rng = random.Random(model)
     answered = declined = 0
     for _ in range(3):
-        scenario = Scenario.create(lib, model).with_values(**_random_values(lib, rng))
+        scenario = Scenario.create(lib, model, "h100-80g").with_values(**_random_values(lib, rng))
         values = _plain(scenario.values)
         for name in lib.rules:
             try:

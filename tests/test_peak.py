@@ -15,11 +15,12 @@ def test_unfused_loss_adds_two_logits_sized_gradients_at_the_start_of_backward(l
 
 
 def test_freed_gradients_leave_the_forward_peak(lib):
-    # activations (73 GB) dwarf the gradients (13.5 GB): the forward phase is the peak,
-    # and without persistent gradient buffers it holds everything but the gradients
+    # activations (73 GB) dwarf the gradients (13.5 GB): the start of backward is the peak,
+    # and without persistent gradient buffers it holds everything but the gradients, except
+    # the output layer's, the first to appear (32000 x 4096 in bf16)
     s = Scenario.create(lib, "llama2-7b", values={"micro_batch": 4, "seq_len": 4096, "grad_lifetime": "step",
                                                   "loss_kernel": "fused"})
-    assert s.evaluate("peak_allocated") == s.evaluate("tensors") - s.evaluate("grads")
+    assert s.evaluate("peak_allocated") == s.evaluate("tensors") - s.evaluate("grads") + 32000 * 4096 * 2
 
 
 def test_foreach_optimizer_temporaries_can_set_the_peak(lib):

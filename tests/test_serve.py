@@ -8,6 +8,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+import sympy
 
 from engine.cli import main
 from engine.model import Scenario, parse_setting
@@ -145,7 +146,7 @@ def test_serve_errors_are_usage_errors():
     code, _, err = run("serve", "llama3.1-8b", "--gpu", "h100-80g", "--set", "gpu_memory_utilization=1.5")
     assert code == 2 and "gpu_memory_utilization" in err and "^" in err  # located in the --set value
     assert run("serve", "llama3.1-8b")[0] == 2                            # no device memory
-    assert run("serve", "llama3.1-8b", "--gpu", "h100-80g", "--engine", "sglang")[0] == 2
+    assert run("serve", "llama3.1-8b", "--gpu", "h100-80g", "--engine", "trtllm")[0] == 2  # not modelled yet
     code, _, err = run("serve", "llama3.1-8b", "--gpu", "h100-80g", "--set", "mode=train")
     assert code == 2 and "inference" in err
     code, out, _ = run("serve", "llama3.1-8b", "--gpu", "h100-80g", "--tp", "3", "--json")
@@ -162,3 +163,53 @@ def test_default_max_model_len_is_the_models_context(lib):
     s = Scenario.create(lib, "llama3.1-8b", "h100-80g")
     result = serve(s, formulas=False)
     assert result.scenario.values["seq_len"] == 131072  # max_position_embeddings, vLLM's default
+
+
+# ---------------------------------------------------------------- SGLang
+# tests/published/sglang_serving.json: SGLang startup logs with their configuration; SGLang's
+# KV pool is mem_fraction_static x T0 - weights ('Load weight begin. avail mem' = T0, GiB).
+# memform's own weights and cell size are checked: T0 and mem_fraction_static come from the
+# log (or the version's default, which the row records).
+SGLANG = {r["id"]: r for r in json.loads((Path(__file__).parent / "published" / "sglang_serving.json")
+                                         .read_text())["rows"]}
+#: rows whose model is a memform preset: (preset, GPU preset, T0 in GiB as logged)
+SGLANG_ROWS = {
+    "sglang-docs-llama31-8b-tp1-h100-2025-01": ("llama3.1-8b", "h100-80g", "78.81"),
+    "sglang-r1-distill-qwen7b-tp1-rtx3090": ("qwen2.5-7b", None, "22.76"),  # Qwen2.5-Math-7B's shape
+    "sglang-pr11716-llama31-70b-tp8-h200": ("llama3.1-70b", "h200-141g", "137.29"),
+}
+
+
+@pytest.mark.parametrize("row_id", list(SGLANG_ROWS))
+def test_sglang_kv_tokens_against_its_logs(lib, row_id):
+    row = SGLANG[row_id]
+    model, gpu, t0 = SGLANG_ROWS[row_id]
+    mfs = row["config"]["mem_fraction_static"]["value"]
+    s = Scenario.create(lib, model, gpu, values={
+        "tp": row["config"]["tp"], "startup_free_memory": sympy.Rational(t0) * 2**30,
+        **({"capacity": 24576 * 2**20} if gpu is None else {}),  # an RTX 3090 (no preset yet)
+        **({} if gpu == "h200-141g" else {"mem_fraction_static": sympy.Rational(str(mfs))})})
+    result = serve(s, "sglang", formulas=False, explicit={"startup_free_memory", "mem_fraction_static", "tp"})
+    if gpu == "h200-141g":  # v0.5.3's default on an H200 at tp 8: reserved 14,848 MiB -> 0.897
+        assert result.rules["mem_fraction_static"] == Fraction("0.897") == Fraction(str(mfs))
+    logged = row["logged"]["kv_tokens"]
+    tokens = result.rules["max_total_num_tokens"]
+    # memform's weights are the tensors; SGLang's T0 - A adds the loader's leftovers (0.1-0.2
+    # GiB), which on a 24 GB card's 6 GiB pool is 3.7 % of its tokens (0.2-0.3 % on the others)
+    assert abs(tokens - logged) / logged < 0.05, (tokens, logged)
+
+
+def test_sglang_default_mem_fraction_static_on_an_h100(lib):
+    # v0.5.3+: reserved = 512 + 1.5 x 8192 + 2 x 256 + 1024 x 1 / 8 = 13,440 MiB (over the 10 GiB
+    # floor); round((81559 - 13440) / 81559, 3) = 0.835
+    s = Scenario.create(lib, "llama3.1-8b", "h100-80g", values={"mode": "infer", "serving_engine": "sglang"})
+    assert s.evaluate("sglang_reserved_memory") == 13_440 * 2**20
+    assert s.evaluate("mem_fraction_static") == Fraction("0.835")
+
+
+def test_memform_serve_engine_sglang_prints_its_log_figures():
+    code, out, err = run("serve", "llama3.1-8b", "--engine", "sglang", "--gpu", "h100-80g", "--json")
+    assert code == 0, err
+    got = json.loads(out)
+    assert got["engine"] == "sglang" and got["rules"]["kv_cell_bytes"] == 32 * 2 * 8 * 128 * 2
+    assert got["rules"]["max_total_num_tokens"] == got["rules"]["sglang_kv_memory"] // (32 * 2 * 8 * 128 * 2)

@@ -1,0 +1,212 @@
+"""Stacks against what real frameworks measured.
+
+Megatron-LM's functional tests record ``mem-max-allocated-bytes`` (torch.cuda.max_memory_allocated,
+logged by the last global rank: the last pipeline stage) in golden-value files beside each
+recipe; tests/published/megatron_golden.json keeps ten of them with their source, quoted line
+and full configuration.  memform's ``peak_allocated`` with ``stack=megatron`` and
+``pp_stage=last`` is compared with each.  The two large GPT recipes (issue 13: TP4; PP4 with
+virtual stages) must be within 3 %; the small 12-layer test models, whose vocabulary is inferred
+and whose figures carry a ~0.1 GB of cuBLAS / Transformer Engine workspace memform does not
+model, are listed with their error (``pytest tests/test_stacks.py -s`` prints the table).
+"""
+import json
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from engine.model import Scenario
+
+PUBLISHED = Path(__file__).parent / "published"
+MEGATRON = json.loads((PUBLISHED / "megatron_golden.json").read_text())["cases"]
+
+#: the acceptance cases of issue 13, within 3 %
+EXACT = {"megatron-gpt3_7b_tp4_pp1_memory_speed-h100": 0.03, "megatron-gpt3_7b_tp1_pp4_vp_memory_speed-h100": 0.03}
+#: cases with a known gap, each with the reason, checked only against a gross regression
+PARTIAL = {
+    "megatron-gpt3_mcore_te_tp4_pp1_distopt_overlap-h100": "0.1 GB workspace is 7 % of this tiny model",
+    "megatron-gpt3_mcore_te_tp1_pp4_vp1-h100": "0.1 GB workspace; vocabulary inferred",
+    "megatron-gpt3_mcore_te_tp2_pp2_cross_entropy_loss_fusion-h100":
+        "attention backend 'auto' (not deterministic): unfused attention's scores would be the missing 0.5 GB; not established",
+    "megatron-gpt3_mcore_te_tp1_pp1_dp8_distopt-h100": "0.1 GB workspace; vocabulary inferred",
+    "megatron-gpt3_mcore_te_tp1_pp1_uniform_full_recompute-a100": "full recomputation's backward working set",
+    "megatron-gpt3_mcore_tp4_pp1_local-a100": "0.1 GB workspace; the local (non-TE) layer's tensors not traced",
+}
+
+
+def megatron_settings(cf: dict) -> dict:
+    """Megatron-LM arguments (model_config.yaml names) as memform settings."""
+    bias = str(cf["add-bias-linear"]).lower()
+    values = dict(
+        hidden_size=cf["hidden-size"], num_hidden_layers=cf["num-layers"],
+        num_attention_heads=cf["num-attention-heads"],
+        num_key_value_heads=cf["num-query-groups"] if cf.get("group-query-attention") else cf["num-attention-heads"],
+        intermediate_size=cf["ffn-hidden-size"], vocab_size=cf["padded-vocab-size"],
+        max_position_embeddings=cf["max-position-embeddings"],
+        tie_word_embeddings="false" if cf["untie-embeddings-and-output-weights"] else "true",
+        mlp="swiglu" if cf["swiglu"] else "gelu",
+        norm="layernorm" if cf["normalization"] == "LayerNorm" else "rmsnorm",
+        position_embedding="learned" if cf["position-embedding-type"] == "learned_absolute" else "rope",
+        attention_bias=bias, o_proj_bias=bias, mlp_bias=bias, dropout=cf["hidden-dropout"],
+        tp=cf["tensor-model-parallel-size"], pp=cf["pipeline-model-parallel-size"], dp=cf["dp"],
+        zero_stage=1 if cf["use-distributed-optimizer"] else 0,  # the distributed optimizer shards like ZeRO-1
+        micro_batch=cf["micro-batch-size"], seq_len=cf["seq-length"], num_microbatches=cf["num-microbatches"],
+        sequence_parallel=str(cf["sequence-parallel"]).lower(), precision="bf16_mixed" if cf["bf16"] else "fp16_mixed",
+        # Transformer Engine fuses q, k and v in one GEMM and bias + GELU in one kernel
+        stack="megatron", pp_stage="last", qkv_fused="true", gelu_kernel="fused",
+        # 'unfused' is DotProductAttention, which keeps the scores; the local layer has no fused attention
+        attention="eager" if cf["attention-backend"] == "unfused" or cf["transformer-impl"] == "local" else "flash")
+    if cf.get("virtual-pipeline-model-parallel-size"):
+        values.update(pp_schedule="interleaved", pp_virtual_stages=cf["virtual-pipeline-model-parallel-size"])
+    if cf.get("recompute-granularity") == "full":
+        values["recompute"] = "full"
+    return values
+
+
+def predict(lib, case) -> tuple[int, int, float]:
+    s = Scenario.create(lib, "gpt2", values=megatron_settings(case["config"]))
+    measured, predicted = case["measured"]["bytes"], int(s.evaluate("peak_allocated"))
+    assert case["measured"]["statistic"] == "max_memory_allocated"
+    return measured, predicted, (predicted - measured) / measured
+
+
+DENSE = [c for c in MEGATRON if not c["config"].get("num-experts")]
+
+
+def test_every_dense_case_is_held():
+    assert {c["id"] for c in DENSE} == set(EXACT) | set(PARTIAL)
+
+
+@pytest.mark.parametrize("case", [c for c in DENSE if c["id"] in EXACT], ids=lambda c: c["id"])
+def test_megatron_gpt_recipes_within_three_percent(lib, case):
+    measured, predicted, error = predict(lib, case)
+    assert abs(error) <= EXACT[case["id"]], f"{case['id']}: {predicted:,} vs {measured:,} ({error:+.1%})"
+
+
+def test_the_table_of_every_megatron_case(lib, capsys):
+    rows = [(c["id"], *predict(lib, c)) for c in DENSE]
+    with capsys.disabled():
+        print("\nMegatron-LM golden values, mem-max-allocated-bytes (last rank) vs memform peak_allocated")
+        for name, measured, predicted, error in rows:
+            print(f"{name:62} {measured:>15,} {predicted:>15,} {error:+7.1%}  {PARTIAL.get(name, '')}")
+    for name, measured, predicted, error in rows:
+        assert abs(error) <= 0.4, f"{name}: {error:+.1%}"  # a gross regression, not the bound
+
+
+def test_megatron_keeps_fp32_gradients_and_a_bf16_and_fp32_copy_of_the_logits(lib):
+    # param_and_grad_buffer.py: bf16 training accumulates into an fp32 main_grad buffer;
+    # cross_entropy.py: the bf16 logits [s, b, V/t] and their fp32 copy, gradient in place
+    s = Scenario.create(lib, "llama2-7b", values={"stack": "megatron", "micro_batch": 2, "seq_len": 4096, "tp": 2})
+    n = 6_738_415_616
+    assert s.evaluate("grads") == 4 * n // 2
+    assert s.evaluate("logits_tensor") == 2 * 4096 * 32000 * (2 + 4) // 2
+    assert s.evaluate("loss_backward_temp") == 0
+    generic = s.with_values(stack="generic")
+    assert generic.evaluate("grads") == 2 * n // 2 and generic.evaluate("logits_tensor") == 2 * 4096 * 32000 * 4 // 2
+    # each choice stays overridable
+    assert s.with_values(grad_dtype="bf16").evaluate("grads") == 2 * n // 2
+
+
+@pytest.mark.parametrize("schedule, stage, chunks", [
+    # Megatron-Core schedules.py: the first stage runs min(p v + p - 1, m v) model chunks ahead,
+    # the last min((v - 1) p + 1, m v); 1F1B: p and 1 micro-batches
+    ("interleaved", "first", 32), ("interleaved", "last", 29),
+    ("one_f_one_b", "first", 4), ("one_f_one_b", "last", 1),
+])
+def test_micro_batches_in_flight_per_pipeline_stage(lib, schedule, stage, chunks):
+    v = 8 if schedule == "interleaved" else 1
+    s = Scenario.create(lib, "llama2-7b", values={"pp": 4, "num_microbatches": 4, "pp_schedule": schedule,
+                                                   "pp_virtual_stages": 8, "pp_stage": stage})
+    assert s.evaluate("in_flight") == Fraction(chunks, v)  # in micro-batches of the stage's layers
+    if stage == "first":
+        assert s.evaluate("logits") == 0  # the output layer is on the last stage
+
+
+# ---------------------------------------------------------------- torchtune and torchtitan
+# tests/published/training_peaks.json: the train_peak rows of ../shared/reference/published-
+# measurements.json (torchtitan's Llama 3.1 8B benchmark on 8 H100s, torchtune's Llama 3.2 3B
+# recipes on an A100), each with its source, quote, the statistic it reports and the structure
+# the framework keeps, read from its source at the commit named.
+PYTORCH = json.loads((PUBLISHED / "training_peaks.json").read_text())["cases"]
+
+#: rows whose structure memform models, held to issue 13's 5 %
+WITHIN_5 = {
+    "torchtitan-h100-8b-fsdp8-compile", "torchtitan-h100-8b-fsdp8-compile-fp8",
+    "torchtune-a100-llama3.2-3b-full-packed-dataset", "torchtune-a100-llama3.2-3b-full-activation-checkpointing",
+    "torchtune-a100-llama3.2-3b-full-fuse-optimizer-step-into-backward",
+    "torchtune-a100-llama3.2-3b-full-activation-offloading",
+}
+#: rows with a known gap, and why
+PYTORCH_PARTIAL = {
+    "torchtitan-h100-8b-fsdp8-eager": "reserved: eager temporaries and the reduce-scatter stream's pool, beyond alloc_margin",
+    "torchtitan-h100-8b-fsdp8-cp1-s32768": "reserved: the cached bf16 logits block and the reduce-scatter pool",
+    "torchtune-a100-llama3.2-3b-full-compile": "what Inductor saves per layer cannot be derived from source",
+    "torchtune-a100-llama3.2-3b-full-chunked-cross-entropy": "activations under torch.compile (as the row above)",
+    "torchtune-a100-llama3.2-3b-full-8-bit-adamw": "the 8-bit optimizer (torchao or bitsandbytes) is inferred",
+    "torchtune-a100-llama3.2-3b-lora": "adapters on k too; the final norm's input counted beside the offload stash",
+    "torchtune-a100-llama3.2-3b-qlora": "as the LoRA row, on a 4.6 GiB total",
+}
+STATISTIC = {"max_reserved": "peak_reserved", "active_bytes.all.peak": "peak_allocated"}
+
+
+def pytorch_settings(lib, cf: dict) -> dict:
+    """A row's configuration (memform's names, as recorded) plus the framework's choices."""
+    values = {k: str(v).lower() if isinstance(v, bool) else v for k, v in cf.items()
+              if k in lib.decls and k not in ("loss_chunks", "logits_dtype", "loss_kernel")}
+    values["activation_model"] = "architecture"  # the tensors the block saves
+    if cf.get("loss_chunks", 0) > 1:  # torchtune's CEWithChunkedOutputLoss
+        values["loss_chunks"] = cf["loss_chunks"]
+    else:  # the model's bf16 logits upcast in the loss: log_softmax + nll_loss in fp32
+        values.update(logits_dtype=cf["logits_dtype"], loss_kernel=cf["loss_kernel"])
+    if cf.get("recompute_policy", "").startswith("torchtitan_op"):
+        values["recompute"] = "op"
+    if cf.get("activation_offload"):
+        values.update(activation_offload="true", offload_stash=cf["activation_offload_stash"])
+    if cf.get("optimizer_in_backward"):
+        values["optimizer_in_backward"] = "true"
+    return values
+
+
+def predict_pytorch(lib, case) -> tuple[int, int, float]:
+    cf = case["config"]
+    s = Scenario.create(lib, "gpt2", values=pytorch_settings(lib, cf))
+    assert case["unit"] == "GiB"
+    measured = round(case["value"] * 2**30)  # published with one decimal
+    predicted = int(s.evaluate(STATISTIC[cf["measured_stat"]]))
+    return measured, predicted, (predicted - measured) / measured
+
+
+def test_every_pytorch_row_is_held():
+    assert {c["id"] for c in PYTORCH} == WITHIN_5 | set(PYTORCH_PARTIAL)
+
+
+@pytest.mark.parametrize("case", [c for c in PYTORCH if c["id"] in WITHIN_5], ids=lambda c: c["id"])
+def test_pytorch_stacks_within_five_percent(lib, case):
+    measured, predicted, error = predict_pytorch(lib, case)
+    assert abs(error) <= 0.05, f"{case['id']}: {predicted / 2**30:.2f} GiB vs {case['value']} ({error:+.1%})"
+
+
+def test_the_table_of_every_pytorch_row(lib, capsys):
+    rows = [(c["id"], c["config"]["measured_stat"], *predict_pytorch(lib, c)) for c in PYTORCH]
+    with capsys.disabled():
+        print("\ntorchtitan / torchtune published peaks vs memform (the statistic each reports)")
+        for name, stat, measured, predicted, error in rows:
+            print(f"{name:62} {stat:22} {measured / 2**30:6.1f} {predicted / 2**30:6.1f} GiB {error:+7.1%}  "
+                  f"{PYTORCH_PARTIAL.get(name, '')}")
+    for name, stat, measured, predicted, error in rows:
+        assert abs(error) <= 0.3, f"{name}: {error:+.1%}"  # a gross regression, not the bound
+
+
+def test_torchtitans_op_policy_keeps_every_other_matmul(lib):
+    # Llama 3.1 8B, 2 x 8192 tokens: x, wq, wv, SDPA out, w1, w2 outputs in bf16 and 32 fp32
+    # log-sum-exps per token: 2 (4096 + 4096 + 1024 + 4096 + 14336 + 4096) + 128 = 63,616 B
+    s = Scenario.create(lib, "llama3.1-8b", values={"recompute": "op", "micro_batch": 2, "seq_len": 8192})
+    assert s.evaluate("op_policy_layer") == 63_616 * 2 * 8192
+
+
+def test_optimizer_in_backward_never_holds_every_gradient(lib):
+    s = Scenario.create(lib, "llama2-7b", values={"optimizer_in_backward": "true", "grad_lifetime": "step",
+                                                   "micro_batch": 1, "seq_len": 512})
+    head = 32000 * 4096 * 2  # the untied output layer's bf16 gradient, first to appear in backward
+    assert s.evaluate("live_grads") == head
+    assert s.evaluate("optimizer_peak") == s.evaluate("static_states")

@@ -93,7 +93,7 @@ def test_expert_groups_with_tensor_parallel_attention_and_whole_experts(lib):
     alone (8 / 8 = 1 replica): expert states are not sharded. Dense states: over tp, then dp."""
     experts = 32 * 8 * 3 * 4096 * 14336
     dense = PUBLISHED["mixtral-8x7b"] - experts
-    base = {"tp": 2, "dp": 8, "ep": 8, "zero_stage": 1, "optimizer_step_bytes": 0}
+    base = {"tp": 2, "dp": 8, "ep": 8, "etp": 1, "zero_stage": 1, "optimizer_step_bytes": 0}
     for layout, expert_replicas in (("megatron", 2), ("deepspeed", 1)):
         s = Scenario.create(lib, "mixtral-8x7b", values={**base, "expert_groups": layout})
         states = s.evaluate("master") + s.evaluate("optimizer_states")

@@ -287,8 +287,8 @@ MAX_TERMS = 1_000_000
 #: the highest degree (exponents summed over a product, bounded structurally) a composed rule
 #: may have; the built-in library's highest is 63 (serving's block count)
 MAX_DEGREE = 512
-
-
+#: how deep min and max may nest in a composed rule (the built-in library's deepest is 4)
+MAX_MINMAX_NESTING = 8
 #: CPU seconds one composition may take (the whole built-in library composes in about 3)
 COMPOSE_CPU_SECONDS = 10
 
@@ -328,10 +328,6 @@ def _cpu_budget(seconds: float):
         signal.setitimer(signal.ITIMER_VIRTUAL, 0)
         signal.signal(signal.SIGVTALRM, old)
         _BUDGET.active = False
-
-
-#: how deep min and max may nest in a composed rule (the built-in library's deepest is 4)
-MAX_MINMAX_NESTING = 8
 
 
 def _minmax_nesting(expr: sympy.Basic, nesting_of, memo: dict[int, int]) -> int:
@@ -381,10 +377,7 @@ def _degree(expr: sympy.Basic, degree_of, memo: dict[int, int]) -> int:
 
 def _tree_size(expr: sympy.Basic, sizes: dict[int, int]) -> int:
     """Nodes of ``expr`` counted as a tree, in time linear in its (shared) DAG."""
-    key = id(expr)
-    if key not in sizes:
-        sizes[key] = 1 + sum(_tree_size(a, sizes) for a in expr.args)
-    return sizes[key]
+    return _composed_size(expr, lambda name: 1, sizes)
 
 
 def apply_at(expr: sympy.Expr) -> sympy.Expr:

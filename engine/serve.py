@@ -13,38 +13,57 @@ from .errors import UsageError
 from .model import Scenario
 from .report import OPAQUE_RULES, gb, gib, json_number, scaled, whole_bytes
 
-#: the memory breakdown, in the order vLLM logs it, with the words of its log
-BREAKDOWN = (
-    ("requested_memory", "budget (gpu_memory_utilization x total)"),
-    ("weights", "weights ('Model loading took')"),
-    ("activation_peak", "activation peak (profile run)"),
-    ("non_torch_memory", "non-torch memory"),
-    ("cudagraph_reserve", "CUDA graph pool (in the budget)"),
-    ("kv_cache_memory", "KV cache ('Available KV cache memory')"),
-)
-#: the counts that follow from the KV memory
-COUNTS = (
-    ("kv_block_bytes", "bytes per block (all layers)"),
-    ("num_gpu_blocks", "# GPU blocks"),
-    ("kv_cache_tokens", "GPU KV cache size (tokens)"),
-    ("max_concurrency", "maximum concurrency at max_model_len"),
-)
-#: SGLang's budget, in the words of its log ("GB" there is GiB)
-SGLANG_BREAKDOWN = (
-    ("startup_free_memory", "free at startup ('Load weight begin. avail mem', T0)"),
-    ("weights", "weights ('Load weight end ... mem usage')"),
-    ("sglang_kv_memory", "KV pool (mem_fraction_static x T0 - weights)"),
-)
-SGLANG_COUNTS = (
-    ("kv_cell_bytes", "bytes per token (all layers)"),
-    ("max_total_num_tokens", "max_total_num_tokens ('#tokens')"),
-    ("sglang_max_concurrency", "requests of context_len at once"),
-)
-#: per engine: the breakdown, the counts, the token count and the concurrency
-LAYOUT = {"vllm": (BREAKDOWN, COUNTS, "kv_cache_tokens", "max_concurrency"),
-          "sglang": (SGLANG_BREAKDOWN, SGLANG_COUNTS, "max_total_num_tokens", "sglang_max_concurrency")}
+@dataclass(frozen=True)
+class Engine:
+    """What one serving engine logs at startup, as rules: the memory breakdown and the counts
+    that follow (each with the words of its log), the rules that give the token count and the
+    concurrency, the settings its header line shows and the advice when a request does not fit."""
+
+    breakdown: tuple
+    counts: tuple
+    tokens: str
+    concurrency: str
+    header: tuple  # (label, rule or input) shown in the first line
+    extra: tuple  # further rules evaluated for the JSON form
+    advice: str
+
+
+#: the engines modelled, each as its log names things
+ENGINES = {
+    "vllm": Engine(
+        breakdown=(("requested_memory", "budget (gpu_memory_utilization x total)"),
+                   ("weights", "weights ('Model loading took')"),
+                   ("activation_peak", "activation peak (profile run)"),
+                   ("non_torch_memory", "non-torch memory"),
+                   ("cudagraph_reserve", "CUDA graph pool (in the budget)"),
+                   ("kv_cache_memory", "KV cache ('Available KV cache memory')")),
+        counts=(("kv_block_bytes", "bytes per block (all layers)"),
+                ("num_gpu_blocks", "# GPU blocks"),
+                ("kv_cache_tokens", "GPU KV cache size (tokens)"),
+                ("max_concurrency", "maximum concurrency at max_model_len")),
+        tokens="kv_cache_tokens", concurrency="max_concurrency",
+        header=(("max_model_len", "seq_len"), ("gpu_memory_utilization", "gpu_memory_utilization"),
+                ("max_num_seqs", "max_num_seqs"), ("max_num_batched_tokens", "max_num_batched_tokens"),
+                ("block_size", "block_size")),
+        extra=("block_size", "total_gpu_memory", "profile_forward_peak", "profile_sampler_peak",
+               "kv_layer_token_bytes"),
+        advice="vLLM refuses to start (lower max_model_len, raise gpu_memory_utilization or tp)"),
+    # SGLang's "GB" is GiB
+    "sglang": Engine(
+        breakdown=(("startup_free_memory", "free at startup ('Load weight begin. avail mem', T0)"),
+                   ("weights", "weights ('Load weight end ... mem usage')"),
+                   ("sglang_kv_memory", "KV pool (mem_fraction_static x T0 - weights)")),
+        counts=(("kv_cell_bytes", "bytes per token (all layers)"),
+                ("max_total_num_tokens", "max_total_num_tokens ('#tokens')"),
+                ("sglang_max_concurrency", "requests of context_len at once")),
+        tokens="max_total_num_tokens", concurrency="sglang_max_concurrency",
+        header=(("context_len", "seq_len"), ("mem_fraction_static", "mem_fraction_static"),
+                ("page_size", "page_size")),
+        extra=("page_size", "total_gpu_memory", "chunked_prefill_size", "cuda_graph_max_bs"),
+        advice="lower context_len, raise mem_fraction_static or tp"),
+}
 #: rules that stay as names in the formula column
-OPAQUE = OPAQUE_RULES + tuple(n for n, _ in BREAKDOWN + COUNTS + SGLANG_BREAKDOWN + SGLANG_COUNTS) + (
+OPAQUE = OPAQUE_RULES + tuple(n for e in ENGINES.values() for n, _ in e.breakdown + e.counts) + (
     "total_gpu_memory", "profile_forward_peak", "profile_sampler_peak", "max_num_seqs",
     "max_num_batched_tokens", "mem_fraction_static")
 #: engine inputs kept symbolic in the formula column
@@ -73,48 +92,45 @@ class Serving:
         from rich.text import Text
         console = Console(file=out, width=120, highlight=False, markup=False)
         v, r = self.scenario.values, self.rules
-        breakdown, counts, tokens, concurrency = LAYOUT[self.engine]
-        where = f"{self.scenario.model or 'model'} on {self.scenario.gpu or 'the GPU'}: {self.engine}, tp={v['tp']} pp={v['pp']}"
-        if self.engine == "vllm":
-            where += (f", max_model_len={v['seq_len']}, gpu_memory_utilization={float(v['gpu_memory_utilization']):g}, "
-                      f"max_num_seqs={r['max_num_seqs']}, max_num_batched_tokens={r['max_num_batched_tokens']}, "
-                      f"block_size={v['block_size']}")
-        else:
-            where += (f", context_len={v['seq_len']}, mem_fraction_static={float(r['mem_fraction_static']):g}, "
-                      f"page_size={v['page_size']}")
-        console.print(Text(where), soft_wrap=True)
+        engine = ENGINES[self.engine]
+        shown = ", ".join(f"{label}={_setting(v[name] if name in v else r[name])}" for label, name in engine.header)
+        console.print(Text(f"{self.scenario.model or 'model'} on {self.scenario.gpu or 'the GPU'}: {self.engine}, "
+                           f"tp={v['tp']} pp={v['pp']}, {shown}"), soft_wrap=True)
         table = Table()
         for col, just in (("per GPU", "left"), ("bytes", "right"), ("GB", "right"), ("GiB", "right"),
                           ("formula", "left")):
             table.add_column(col, justify=just, overflow="fold")
-        for name, label in breakdown:
+        for name, label in engine.breakdown:
             value = r[name]
             table.add_row(f"{label}", scaled(whole_bytes(value), 1, 0), gb(value), gib(value),
                           f"{name} = {self.formulas.get(name, '')}")
         table.add_section()
-        for name, label in counts:
+        for name, label in engine.counts:
             value = r[name]
-            shown = f"{float(value):,.2f}x" if name == concurrency else scaled(value, 1, 0)
+            shown = f"{float(value):,.2f}x" if name == engine.concurrency else scaled(value, 1, 0)
             table.add_row(label, shown, "", "", f"{name} = {self.formulas.get(name, '')}")
         console.print(table)
-        console.print(f"GPU KV cache size: {scaled(r[tokens], 1, 0)} tokens; maximum concurrency for "
-                      f"{scaled(v['seq_len'], 1, 0)} tokens per request: {float(r[concurrency]):.2f}x")
-        if r[tokens] < v["seq_len"]:
-            console.print(f"does not serve one request of {scaled(v['seq_len'], 1, 0)} tokens"
-                          + (": vLLM refuses to start (lower max_model_len, raise gpu_memory_utilization or tp)"
-                             if self.engine == "vllm" else " (lower context_len, raise mem_fraction_static or tp)"))
+        console.print(f"GPU KV cache size: {scaled(r[engine.tokens], 1, 0)} tokens; maximum concurrency for "
+                      f"{scaled(v['seq_len'], 1, 0)} tokens per request: {float(r[engine.concurrency]):.2f}x")
+        if not self.fits:
+            console.print(f"does not serve one request of {scaled(v['seq_len'], 1, 0)} tokens: {engine.advice}")
 
     @property
     def fits(self) -> bool:
-        """Whether one request of max_model_len tokens fits the KV cache (vLLM starts)."""
-        return self.rules[LAYOUT[self.engine][2]] >= self.scenario.values["seq_len"]
+        """Whether one request of max_model_len (context_len) tokens fits the KV cache."""
+        return self.rules[ENGINES[self.engine].tokens] >= self.scenario.values["seq_len"]
+
+
+def _setting(value) -> str:
+    """A header value: a fraction as a short decimal (0.9), a whole number as it is."""
+    return f"{float(value):g}" if getattr(value, "q", 1) != 1 else str(value)
 
 
 def serving_scenario(scenario: Scenario, engine: str = "vllm", explicit=frozenset()) -> Scenario:
     """``scenario`` as the engine runs it: inference, and unless ``seq_len`` is among the
     ``explicit`` settings, the model's whole context as max_model_len (vLLM's default is the
     config's max_position_embeddings)."""
-    if engine not in LAYOUT:
+    if engine not in ENGINES:
         raise UsageError(f"engine '{engine}' is not modelled yet", hint="memform serve --engine vllm|sglang")
     if scenario.values.get("mode") == "train" and "mode" in explicit:
         raise UsageError("memform serve models inference: mode=train does not apply",
@@ -137,13 +153,13 @@ def serve(scenario: Scenario, engine: str = "vllm", formulas: bool = True, expli
     16
     """
     scenario = serving_scenario(scenario, engine, explicit)
-    breakdown, counts, _, _ = LAYOUT[engine]
-    extra = (["max_num_seqs", "max_num_batched_tokens", "block_size", "total_gpu_memory", "profile_forward_peak",
-              "profile_sampler_peak", "kv_layer_token_bytes"] if engine == "vllm" else
-             ["mem_fraction_static", "page_size", "total_gpu_memory", "chunked_prefill_size", "cuda_graph_max_bs"])
-    rules = {n: scenario.evaluate(n) for n in [n for n, _ in breakdown + counts] + extra}
+    spec = ENGINES[engine]
+    listed = [n for n, _ in spec.breakdown + spec.counts]
+    header_rules = [n for _, n in spec.header if n in scenario.library.rules]  # the inputs are in values
+    names = dict.fromkeys(listed + header_rules + list(spec.extra))
+    rules = {n: scenario.evaluate(n) for n in names}
     shown = {}
     if formulas:
         from .estimate import formula, show_text
-        shown = {n: show_text(formula(scenario, n, keep=KEPT, opaque=OPAQUE)) for n, _ in breakdown + counts}
+        shown = {n: show_text(formula(scenario, n, keep=KEPT, opaque=OPAQUE)) for n in listed}
     return Serving(scenario, engine, rules, shown)

@@ -1663,6 +1663,9 @@ def run(surfaces: list[str], args) -> tuple[dict, dict]:
                     st["escapes"] += 1
                     st["hangs"] += any(k.startswith("hang") for k, _ in result["findings"])
                 for key, detail in dict(result["findings"]).items():
+                    if key not in classes:  # seen as it happens, not only in the final report
+                        print(f"[{surface}] new class: {_short(key, 100)}\n    {describe(c)}",
+                              file=sys.stderr, flush=True)
                     entry = classes.setdefault(key, {"count": {}, "case": c, "detail": detail})
                     entry["count"][surface] = entry["count"].get(surface, 0) + 1
                     if size(c) < size(entry["case"]):

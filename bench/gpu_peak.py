@@ -16,6 +16,7 @@ neither), and each component.  ``--layers`` shrinks the model (num_hidden_layers
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
@@ -66,7 +67,14 @@ def main(argv=None) -> int:
         return 2
 
     b, s = int(pred.evaluate("micro_batch")), int(pred.evaluate("seq_len"))
-    dtype = getattr(torch, PRECISIONS[pred.option("precision")])
+    param_dtype, cast_dtype = PRECISIONS[pred.option("precision")]
+    dtype = getattr(torch, param_dtype)
+    device_type = "cuda" if cuda else "cpu"
+
+    def autocast():  # bf16_mixed / fp16_mixed: the forward under autocast, as accelerate runs it
+        if cast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type, dtype=getattr(torch, cast_dtype))
     attn = "eager" if pred.option("attention") == "eager" else "sdpa"
     torch.manual_seed(0)
     with torch.device(args.device):
@@ -78,14 +86,16 @@ def main(argv=None) -> int:
                  "sgd_momentum": lambda p: torch.optim.SGD(p, lr=1e-5, momentum=0.9),
                  "sgd": lambda p: torch.optim.SGD(p, lr=1e-5)}[pred.option("optimizer")](model.parameters())
     ids = torch.randint(0, config.vocab_size, (b, s), device=args.device)
+    persist = int(pred.evaluate("grads_persist")) == 1
     for _ in range(args.steps):
         if cuda:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
-        loss = model(input_ids=ids, labels=ids, use_cache=False).loss
+        with autocast():
+            loss = model(input_ids=ids, labels=ids, use_cache=False).loss
         loss.backward()
         optimizer.step()
-        optimizer.zero_grad(set_to_none=False)  # keep the gradient buffers, as memform counts them
+        optimizer.zero_grad(set_to_none=not persist)  # as memform's grads_persist says
         del loss
         if cuda:
             torch.cuda.synchronize()
@@ -98,7 +108,7 @@ def main(argv=None) -> int:
     for rule in ("weights", "grads", "optimizer_states", "activations", "logits"):
         print(f"  memform {rule:17} {int(pred.evaluate(rule)):>16,} B")
     total = int(pred.evaluate("total"))
-    predicted_peak = int(pred.evaluate("peak"))  # the largest phase; gradients persist here
+    predicted_peak = int(pred.evaluate("peak_allocated"))  # the largest phase of the step
     print(f"  memform total             {total:>16,} B  (no CUDA context, no allocator margin)")
     print(f"  memform peak              {predicted_peak:>16,} B  (the largest phase of the step)")
     if peak is None:

@@ -47,14 +47,15 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
                         help="set an input, option or rule (repeatable): --set zero_stage=3")
     common.add_argument("--stack", dest="sets", action=_SetOption, const="stack", metavar="STACK",
-                        help="training framework whose allocations the figures follow: generic (default) "
-                             "or megatron; the same as --set stack=STACK")
+                        help="training framework whose allocations the figures follow: generic (default), "
+                             "megatron or hf (Trainer / accelerate under autocast); the same as --set stack=STACK")
     common.add_argument("--rules", action="append", default=[], metavar="FILE",
                         help="a rule file of your own, loaded beside the library (may 'override rule')")
 
     est = sub.add_parser("estimate", parents=[common], help="per-GPU memory breakdown of a model")
     est.add_argument("model", metavar="MODEL",
-                     help="a model preset name (see 'memform presets') or a Hugging Face config.json")
+                     help="a model preset name (see 'memform presets'), a Hugging Face id (org/name, from "
+                          "the local cache or the Hub) or a Hugging Face config.json")
     est.add_argument("--gpu", help="a GPU preset: shows whether the total fits")
     est.add_argument("--capacity", metavar="BYTES", help="GPU capacity instead of --gpu, e.g. 80GB")
     est.add_argument("--json", action="store_true", help="print JSON (errors too, as {\"error\": ...})")
@@ -79,7 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
     srv = sub.add_parser("serve", parents=[common],
                          help="the KV cache a serving engine gets: budget, reserves, blocks, tokens, concurrency")
     srv.add_argument("model", metavar="MODEL", help="a model preset or a Hugging Face config.json")
-    srv.add_argument("--engine", default="vllm", choices=["vllm", "sglang"], help="serving engine (default: vllm)")
+    srv.add_argument("--engine", default="vllm", choices=["vllm", "sglang", "trtllm"],
+                     help="serving engine (default: vllm; trtllm: TensorRT-LLM's PyTorch backend)")
     srv.add_argument("--gpu", help="a GPU preset (its total memory)")
     srv.add_argument("--capacity", metavar="BYTES", help="total device memory instead of --gpu, e.g. 80GB")
     srv.add_argument("--tp", type=int, metavar="N", help="tensor-parallel size (vLLM's --tensor-parallel-size)")
@@ -115,7 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("files", nargs="*", metavar="FILE", help="rule files loaded beside the library")
     chk.add_argument("--samples", type=int, default=2000, help="scenarios per model preset per check")
 
-    sub.add_parser("presets", help="list the model and GPU presets")
+    pre = sub.add_parser("presets", help="list the model and GPU presets")
+    pre.add_argument("--kind", choices=["model", "gpu"], help="only model or only GPU presets")
+    pre.add_argument("--family", metavar="TEXT",
+                     help="only presets whose name or description contains TEXT (any case), e.g. h100, amd, apple")
+    pre.add_argument("--min-memory", metavar="SIZE",
+                     help="only GPUs with at least SIZE of memory, e.g. 24GB or 80GiB (a unit is required)")
 
     doc = sub.add_parser("docs", help="the formula reference, generated from the rules")
     doc.add_argument("--format", default="md", choices=["md", "latex", "html"],
@@ -134,14 +141,14 @@ def build_parser() -> argparse.ArgumentParser:
     msr = sub.add_parser("measure", help="measure a real PyTorch model (needs torch) beside memform's prediction")
     msr.add_argument("model", metavar="MODEL_OR_CONFIG", help="a model preset or a Hugging Face config.json")
     msr.add_argument("--set", dest="sets", action="extend", nargs="+", default=[], metavar="NAME=VALUE",
-                     help="inputs and options: micro_batch, seq_len, precision (fp32, bf16), attention "
+                     help="inputs and options: micro_batch, seq_len, precision (fp32, bf16; bf16_mixed runs the forward under torch.autocast), attention "
                           "(eager, flash = sdpa), recompute (none, full = gradient checkpointing), optimizer")
     msr.add_argument("--rules", action="append", default=[], metavar="FILE")
     msr.add_argument("--json", action="store_true", help="print JSON")
     cal = sub.add_parser("calibrate", help="fit the per-layer activation coefficients to measurements (needs torch)")
     cal.add_argument("model", metavar="MODEL_OR_CONFIG", help="a model preset or a Hugging Face config.json")
     cal.add_argument("--set", dest="sets", action="extend", nargs="+", default=[], metavar="NAME=VALUE",
-                     help="precision (fp32, bf16), attention (eager, flash = sdpa) and the architecture")
+                     help="precision (fp32, bf16; bf16_mixed runs the forward under torch.autocast), attention (eager, flash = sdpa) and the architecture")
     cal.add_argument("--rules", action="append", default=[], metavar="FILE")
     cal.add_argument("--out", metavar="FILE", help="write the rule file here (default: print it)")
     return parser
@@ -217,13 +224,16 @@ def _scenario(lib, args, model):
         values["capacity"] = _capacity(lib, capacity)
     config_values = {}
     if model is not None and is_config_path(lib, model):
+        path = model
         if not _is_file(model):
-            raise UsageError(f"no such file: '{shown(model, 255)}'", hint=(
-                "a Hugging Face id (org/name) is not resolved yet: download its config.json and give its path"
-                if model.count("/") == 1 and not model.endswith(".json") else
-                "MODEL is a preset (see 'memform presets') or the path of a Hugging Face config.json"))
+            from . import hub
+            if not hub.looks_like_hub_id(model):
+                raise UsageError(f"no such file: '{shown(model, 255)}'",
+                                 hint="MODEL is a preset (see 'memform presets'), a Hugging Face id (org/name) "
+                                      "or the path of a Hugging Face config.json")
+            path = str(hub.resolve_config(model))  # the local Hugging Face cache first, then the Hub
         from .hfconfig import read_config
-        config = read_config(model, lib)
+        config = read_config(path, lib)
         if config.unknown:
             _note(f"{shown(model, 255)}: fields not understood (not used): " + ", ".join(config.unknown))
         config_values, model = config.values, None
@@ -437,9 +447,40 @@ def cmd_check(args, out) -> int:
 
 
 def cmd_presets(args, out) -> int:
+    """List the presets, filtered by --kind, --family and --min-memory (all of them must hold)."""
+    from .model import parse_setting
+    if args.min_memory is not None and args.kind == "model":
+        raise UsageError("--min-memory selects GPU presets; it cannot be combined with --kind model")
     lib = _library([])
+    least = None
+    if args.min_memory is not None:  # parsed as --capacity is: a byte size with a unit
+        text = args.min_memory
+        if not any(c.isalpha() for c in text):
+            n = shown(text.strip())
+            raise UsageError(f"--min-memory {n} has no unit",
+                             hint=f"write {n}GB (10^9 bytes) or {n}GiB (2^30 bytes)")
+        try:
+            least = parse_setting(lib, f"capacity={text}")[1]
+        except EngineError as exc:
+            raise UsageError(f"--min-memory {shown(text)} is not a memory size: {exc.message}",
+                             hint="e.g. --min-memory 24GB or --min-memory 80GiB") from None
+    family = None if args.family is None else args.family.casefold()
+    rows = []
     for (kind, name), preset in sorted(lib.presets.items()):
-        out.write(f"{kind:6} {name:12} {preset.doc}\n")
+        if args.kind is not None and kind != args.kind:
+            continue
+        if family is not None and family not in name.casefold() and family not in (preset.doc or "").casefold():
+            continue
+        if least is not None:
+            capacity = next((lib.check_value(n, v, span) for n, v, span in preset.settings if n == "capacity"), None)
+            if kind != "gpu" or capacity is None or capacity < least:
+                continue
+        rows.append((kind, name, preset.doc))
+    if not rows:
+        out.write("no preset matches\n")
+        return 1
+    width = max(12, *(len(name) for _, name, _ in rows))
+    out.write("".join(f"{kind:6} {name:{width}} {doc}\n" for kind, name, doc in rows))
     return 0
 
 

@@ -50,6 +50,8 @@ NO_MEMORY_EFFECT = {
     "summary_proj_to_labels", "summary_first_dropout", "task_specific_params", "scale_attn_weights",
     "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "n_ctx", "decoder_sparse_step",
     "mlp_only_layers", "moe_layer_freq", "topk_method", "_name_or_path", "auto_map", "head_dim_factor",
+    # Gemma 2: the KV-cache class generate() picks; Phi-3: the context length LongRoPE scales from
+    "cache_implementation", "original_max_position_embeddings",
 }
 
 #: fields every family shares, under the library's own names
@@ -67,6 +69,13 @@ class Family:
     renames: dict = field(default_factory=dict)  # config field -> library name
     required: tuple = ("intermediate_size",)
     defaults: dict = field(default_factory=dict)  # HF's defaults where a field is absent
+    #: how the family's config names its sliding-window layers (read into sliding_window and
+    #: sliding_window_layers); "" leaves sliding_window, use_sliding_window and max_window_layers
+    #: ignored, as before.  "all": every layer when sliding_window is set (Mistral-style
+    #: attention: Phi-3); "qwen": layers from max_window_layers on when
+    #: use_sliding_window is true; "alternate": layers 0, 2, 4 ... (Gemma 2).  A layer_types
+    #: list overrides them.
+    window: str = ""
 
 
 FAMILIES = {
@@ -90,6 +99,21 @@ FAMILIES = {
     "deepseek_v3": Family({"mlp": "swiglu", "norm": "rmsnorm", "attention_type": "mla", "router_bias": "true"},
                           renames={"n_routed_experts": "num_experts"},
                           defaults={"tie_word_embeddings": False, "q_lora_rank": 1536}),
+    # Qwen3: no q/k/v biases (attention_bias covers q, k, v and o), q_norm and k_norm over head_dim
+    "qwen3": Family({"mlp": "swiglu", "norm": "rmsnorm", "qk_norm": "head"},
+                    defaults={"tie_word_embeddings": False}, window="qwen"),
+    # Qwen3-MoE: no shared experts, a bias-free router; transformers >= 5 stacks the experts
+    "qwen3_moe": Family({"mlp": "swiglu", "norm": "rmsnorm", "qk_norm": "head", "router_bias": "false",
+                         "shared_expert_gate": "false"},
+                        renames={"num_local_experts": "num_experts"},
+                        defaults={"tie_word_embeddings": False}, window="qwen"),
+    # Gemma 2: norms before and after attention and MLP; logit soft-capping has no parameters
+    "gemma2": Family({"mlp": "geglu", "norm": "rmsnorm", "norm_placement": "sandwich"},
+                     defaults={"tie_word_embeddings": True}, window="alternate"),
+    # Phi-3: q, k, v in one qkv_proj and gate, up in one gate_up_proj (same parameters, fewer tensors)
+    "phi3": Family({"mlp": "swiglu", "norm": "rmsnorm", "qkv_fused": "true", "gate_up_fused": "true"},
+                   renames={"resid_pdrop": "dropout"},
+                   defaults={"tie_word_embeddings": False}, window="all"),
     "gpt2": Family({"mlp": "gelu", "norm": "layernorm", "position_embedding": "learned",
                     "attention_bias": "true", "o_proj_bias": "true", "mlp_bias": "true",
                     "tie_word_embeddings": "true", "qkv_fused": "true", "gelu_kernel": "composite",
@@ -103,6 +127,10 @@ FAMILIES = {
 EXTRA = {"num_experts", "num_experts_per_tok", "n_shared_experts", "moe_intermediate_size",
          "shared_expert_intermediate_size", "first_k_dense_replace", "q_lora_rank", "kv_lora_rank",
          "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "attention_bias", "dropout"}
+#: families whose attention_bias also gives o_proj a bias (LlamaAttention and its copies)
+O_PROJ_FOLLOWS = ("llama", "mistral", "qwen3", "qwen3_moe", "gemma2")
+#: config fields that describe sliding-window layers (read where a family names a window scheme)
+WINDOW_FIELDS = ("sliding_window", "use_sliding_window", "max_window_layers", "layer_types")
 #: what HF's null means where it is not "absent, derive it": q_lora_rank = None builds no query
 #: compression (q_proj is a plain hidden x heads * qk_head_dim matrix), the library's 0
 NULL_MEANS = {"q_lora_rank": 0}
@@ -299,7 +327,14 @@ def read_config(path: str | Path, library) -> Config:
     values: dict = dict(family.fixed)
     given: dict = {}  # library name -> the field that set it
     ignored, unknown = [], []
+    special = set()  # fields read below, outside the one-to-one mapping
+    if family.window:
+        special.update(k for k in WINDOW_FIELDS if k in data)
+        if model_type == "gemma2" and "sliding_window_size" in data:
+            special.add("sliding_window_size")  # an early alias of sliding_window
     for key, raw in data.items():
+        if key in special:
+            continue
         name = family.renames.get(key, key)
         if key in NO_MEMORY_EFFECT and key not in family.renames:
             ignored.append(key)
@@ -322,12 +357,14 @@ def read_config(path: str | Path, library) -> Config:
         if "hidden_size" in values:
             values.setdefault("intermediate_size", 4 * values["hidden_size"])
         values.setdefault("max_position_embeddings", sympy.Integer(1024))
-    if model_type in ("llama", "mistral") and data.get("attention_bias") is True:
+    if model_type in O_PROJ_FOLLOWS and data.get("attention_bias") is True:
         values["o_proj_bias"] = "true"  # Llama's attention_bias covers q, k, v and o
-    if model_type in ("mixtral", "qwen2_moe", "deepseek_v2", "deepseek_v3"):
+    if family.window:
+        _read_window(family.window, data, values, src)
+    if model_type in ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3"):
         if "moe_intermediate_size" not in values and "intermediate_size" in values:
             values["moe_intermediate_size"] = values["intermediate_size"]
-    if model_type == "qwen2_moe" and data.get("mlp_only_layers"):
+    if model_type in ("qwen2_moe", "qwen3_moe") and data.get("mlp_only_layers"):
         raise src.error(DomainError, f"mlp_only_layers {_json_shown(data['mlp_only_layers'])} (dense layers "
                         "between MoE layers) is not supported", "mlp_only_layers")
     for key, step in (("decoder_sparse_step", 1), ("moe_layer_freq", 1)):
@@ -342,6 +379,56 @@ def read_config(path: str | Path, library) -> Config:
     for name, value in values.items():
         values[name] = _check(library, name, value, src, given.get(name))
     return Config(src.path, values, tuple(ignored), tuple(unknown))
+
+
+def _read_window(scheme: str, data: dict, values: dict, src: _Source) -> None:
+    """``sliding_window`` and ``sliding_window_layers`` from a config's sliding-window fields,
+    as transformers builds its ``layer_types`` (configuration_qwen3.py, configuration_gemma2.py;
+    Mistral-style models slide on every layer)."""
+    layers = values.get("num_hidden_layers")
+    if layers is None:
+        return  # the missing field is reported below
+    layers = int(layers)
+
+    def whole(key, default):
+        raw = data.get(key, default)
+        if raw is None:
+            return None
+        if isinstance(raw, bool) or not isinstance(raw, (int, Fraction)) or raw != int(raw) or raw < 0:
+            raise src.error(DomainError, f"field '{key}' must be a whole number >= 0, not {_json_shown(raw)}", key)
+        return int(raw)
+
+    def flag(key, default):
+        raw = data.get(key, default)
+        if not isinstance(raw, bool):
+            raise src.error(DomainError, f"field '{key}' must be true or false, not {_json_shown(raw)}", key)
+        return raw
+
+    window = whole("sliding_window", None) or 0
+    if "sliding_window_size" in data and whole("sliding_window_size", None) != (window or None):
+        raise src.error(DomainError, "fields 'sliding_window' and 'sliding_window_size' differ",
+                        "sliding_window_size", hint="keep one of them")
+    kinds = data.get("layer_types")
+    if kinds is not None:
+        if (not isinstance(kinds, list) or len(kinds) != layers
+                or any(k not in ("full_attention", "sliding_attention") for k in kinds)):
+            raise src.error(DomainError, f"field 'layer_types' must list 'full_attention' or "
+                            f"'sliding_attention' for each of the {layers} layers", "layer_types")
+        sliding = kinds.count("sliding_attention")
+    elif not window:
+        sliding = 0
+    elif scheme == "qwen":  # layers i >= max_window_layers slide, when use_sliding_window
+        start = whole("max_window_layers", 28)  # Qwen3Config's default
+        sliding = max(layers - start, 0) if flag("use_sliding_window", False) else 0
+    elif scheme == "alternate":  # Gemma2Config: sliding when (i + 1) % 2
+        sliding = (layers + 1) // 2
+    else:  # "all"
+        sliding = layers
+    if sliding and not window:
+        raise src.error(DomainError, "layer_types names sliding_attention layers but sliding_window is not set",
+                        "layer_types")
+    values["sliding_window"] = sympy.Integer(window if sliding else 0)
+    values["sliding_window_layers"] = sympy.Integer(sliding)
 
 
 def _convert(raw, name: str, key: str, library, src: _Source):

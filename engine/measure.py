@@ -9,7 +9,7 @@ backward, optimizer step) and one inference forward with a KV cache, and records
   storage, parameters left out), the logits tensor, the KV cache (``past_key_values``);
 - the peak of a second training step: the most bytes of tensors alive at once, from the
   profiler's memory timeline (``torch.profiler`` with ``profile_memory``), compared with the
-  rule ``peak`` (gradients kept between steps, as ``grad_lifetime = persistent``).
+  rule ``peak_allocated`` (gradients kept between steps or freed, as ``grads_persist`` says).
 
 Nothing here restates a memory formula: the prediction of every component is
 ``Scenario.evaluate`` of a library rule under the matching options.  torch and transformers
@@ -25,8 +25,12 @@ from pathlib import Path
 
 from .errors import UsageError
 
-#: memform option -> what this module does with it (the rest must keep these values)
-PRECISIONS = {"fp32": "float32", "bf16": "bfloat16"}
+#: memform precision -> (parameter dtype, autocast dtype or None); bf16_mixed and fp16_mixed
+#: run as Trainer(bf16=True) / accelerate do: fp32 parameters, the forward under torch.autocast
+PRECISIONS = {"fp32": ("float32", None), "bf16": ("bfloat16", None),
+              "bf16_mixed": ("float32", "bfloat16"), "fp16_mixed": ("float32", "float16")}
+#: the dtype of the logits transformers returns: the output layer's matmul's
+LOGITS_DTYPE = {"fp32": "fp32", "bf16": "bf16", "bf16_mixed": "bf16", "fp16_mixed": "fp16"}
 OPTIMIZERS = ("adamw", "sgd_momentum", "sgd", "none")
 FAMILIES = ("gpt2", "llama", "mixtral", "qwen2_moe")
 
@@ -143,8 +147,8 @@ def hf_config(scenario, family: str):
 def _check_options(scenario):
     opt = scenario.option
     if opt("precision") not in PRECISIONS:
-        raise UsageError(f"measure runs precision fp32 or bf16 (pure), not {opt('precision')}",
-                         hint="--set precision=fp32 or precision=bf16")
+        raise UsageError(f"measure runs precision fp32, bf16 (pure) or bf16_mixed / fp16_mixed (autocast), "
+                         f"not {opt('precision')}", hint="--set precision=fp32, bf16 or bf16_mixed")
     if opt("optimizer") not in OPTIMIZERS:
         raise UsageError(f"measure runs optimizer {', '.join(OPTIMIZERS)}, not {opt('optimizer')}")
     if opt("recompute") == "selective":
@@ -160,8 +164,12 @@ def _check_options(scenario):
 def prediction_scenario(scenario, family: str):
     """The scenario memform predicts with: what measure runs, nothing else on top."""
     dtype = scenario.option("precision")
+    autocast = PRECISIONS[dtype][1] is not None
     values = dict(dropout=0, alloc_margin=0, cuda_context=0, activation_model="architecture",
-                  kv_paging="none", kv_dtype=dtype, shared_prefix=0, zero_stage=0)
+                  kv_paging="none", kv_dtype="fp32" if autocast else dtype, shared_prefix=0, zero_stage=0)
+    if autocast:  # the forward under torch.autocast over fp32 parameters: Hugging Face's stack
+        values["stack"] = "hf"
+        values["optimizer_impl"] = "fused"  # on the CPU torch.optim runs its per-tensor loop, not foreach
     if family == "gpt2":
         values["qkv_fused"] = "true"  # GPT-2: c_attn holds q, k and v in one tensor
         values["gelu_kernel"] = "composite"  # GPT-2: gelu_new is pow, tanh and mul
@@ -177,7 +185,13 @@ def _run(scenario, family: str, peak: bool = True) -> dict:
     import transformers
 
     micro_batch, seq_len = int(scenario.evaluate("micro_batch")), int(scenario.evaluate("seq_len"))
-    dtype = getattr(torch, PRECISIONS[scenario.option("precision")])
+    param_dtype, cast_dtype = PRECISIONS[scenario.option("precision")]
+    dtype = getattr(torch, param_dtype)
+
+    def autocast():
+        if cast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast("cpu", dtype=getattr(torch, cast_dtype))
     attn = "eager" if scenario.option("attention") == "eager" else "sdpa"
     config = hf_config(scenario, family)
     config._attn_implementation = attn
@@ -206,7 +220,7 @@ def _run(scenario, family: str, peak: bool = True) -> dict:
             saved[ptr] = max(saved.get(ptr, 0), storage.nbytes())
         return t
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), autocast():
         result = model(input_ids=ids, labels=ids, use_cache=False)
     out["saved_for_backward"] = sum(saved.values())
     out["logits_tensor"] = result.logits.numel() * result.logits.element_size()
@@ -227,12 +241,14 @@ def _run(scenario, family: str, peak: bool = True) -> dict:
         out["optimizer_states"] = sum(v.numel() * v.element_size() for state in opt.state.values()
                                       for v in state.values() if torch.is_tensor(v))
     del result
-    # the peak of a second step, every state in place and the gradient buffers kept between
-    # steps (zero_grad(set_to_none=False): memform's grad_lifetime = persistent)
-    model.zero_grad(set_to_none=False)
+    # the peak of a second step, every state in place; the gradients kept between steps
+    # (zero_grad(set_to_none=False)) or, where memform's grads_persist is 0 (grad_lifetime =
+    # step, the default of stack = hf), freed as transformers' Trainer frees them
+    model.zero_grad(set_to_none=int(scenario.evaluate("grads_persist")) == 0)
 
     def step():
-        loss = model(input_ids=ids, labels=ids, use_cache=False).loss
+        with autocast():  # as accelerate wraps the forward; backward runs outside the region
+            loss = model(input_ids=ids, labels=ids, use_cache=False).loss
         loss.backward()
         if opt is not None:
             opt.step()
@@ -315,12 +331,12 @@ def measure(scenario, config_path: str | None = None, max_params: int = MAX_PARA
         if component not in measured:
             continue
         s = pred.with_values(mode=mode)
-        if component == "logits_tensor":  # transformers returns the logits in the model's dtype
-            s = s.with_values(logits_dtype=pred.option("precision"))
+        if component == "logits_tensor":  # transformers returns the logits in the dtype of the head's matmul
+            s = s.with_values(logits_dtype=LOGITS_DTYPE[pred.option("precision")])
         rules = rules if isinstance(rules, tuple) else (rules,)
         if component == "saved_for_backward" and pred.option("recompute") == "full":
             # the forward keeps the layers' inputs; the layer recomputed in backward comes later
-            rules = ("stage_layer_activations", "logits")
+            rules = ("stage_layer_activations", "logits", "autocast_copies")
         m.predicted[component] = int(sum(s.evaluate(r) for r in rules))
     if pred.option("recompute") == "full":
         m.notes.append("with checkpointing saved_for_backward is what the forward pass keeps, compared with "

@@ -84,6 +84,7 @@ ALIASES: dict[str, Alias] = {
     "torch_dtype": Alias(None, hint="the weights' dtype is weight_dtype (inference) or precision (training)"),
     "dtype": Alias(None, hint="the weights' dtype is weight_dtype (inference) or precision (training)"),
     "kv_cache_dtype": Alias("kv_dtype"),
+    "kv_cache_free_gpu_mem_fraction": Alias("free_gpu_memory_fraction"),  # TensorRT-LLM's Triton backend name
     # fine-tuning
     "lora_r": Alias("lora_rank"),
     "r": Alias("lora_rank"),

@@ -61,13 +61,32 @@ ENGINES = {
                 ("page_size", "page_size")),
         extra=("page_size", "total_gpu_memory", "chunked_prefill_size", "cuda_graph_max_bs"),
         advice="lower context_len, raise mem_fraction_static or tp"),
+    # TensorRT-LLM's PyTorch backend (trtllm-serve, LLM(...)); its logs print GiB
+    "trtllm": Engine(
+        breakdown=(("total_gpu_memory", "device total ('device total memory')"),
+                   ("weights", "weights ('Use ... GB for model weights')"),
+                   ("trtllm_cudagraph_memory", "CUDA graph pools (in the profile's peak)"),
+                   ("trtllm_activation_peak", "activation peak ('dynamically allocated during inference')"),
+                   ("non_torch_memory", "non-torch memory ('used outside torch')"),
+                   ("trtllm_kv_memory", "KV cache ('Estimated max memory in KV cache')")),
+        counts=(("kv_cache_per_token", "bytes per token ('kv size')"),
+                ("trtllm_max_tokens", "estimated max tokens"),
+                ("trtllm_num_blocks", "blocks in the primary pool"),
+                ("trtllm_kv_tokens", "max tokens in paged KV cache"),
+                ("trtllm_max_concurrency", "requests of max_seq_len at once")),
+        tokens="trtllm_kv_tokens", concurrency="trtllm_max_concurrency",
+        header=(("max_seq_len", "seq_len"), ("free_gpu_memory_fraction", "free_gpu_memory_fraction"),
+                ("max_num_tokens", "max_num_tokens"), ("tokens_per_block", "tokens_per_block")),
+        extra=("tokens_per_block", "total_gpu_memory", "trtllm_profile_peak"),
+        advice="lower max_seq_len, raise free_gpu_memory_fraction or tp"),
 }
 #: rules that stay as names in the formula column
 OPAQUE = OPAQUE_RULES + tuple(n for e in ENGINES.values() for n, _ in e.breakdown + e.counts) + (
     "total_gpu_memory", "profile_forward_peak", "profile_sampler_peak", "max_num_seqs",
     "max_num_batched_tokens", "mem_fraction_static")
 #: engine inputs kept symbolic in the formula column
-KEPT = ("gpu_memory_utilization", "block_size", "seq_len", "page_size")
+KEPT = ("gpu_memory_utilization", "block_size", "seq_len", "page_size", "free_gpu_memory_fraction",
+        "tokens_per_block")
 
 
 @dataclass
@@ -131,7 +150,7 @@ def serving_scenario(scenario: Scenario, engine: str = "vllm", explicit=frozense
     ``explicit`` settings, the model's whole context as max_model_len (vLLM's default is the
     config's max_position_embeddings)."""
     if engine not in ENGINES:
-        raise UsageError(f"engine '{engine}' is not modelled yet", hint="memform serve --engine vllm|sglang")
+        raise UsageError(f"engine '{engine}' is not modelled yet", hint="memform serve --engine vllm|sglang|trtllm")
     if scenario.values.get("mode") == "train" and "mode" in explicit:
         raise UsageError("memform serve models inference: mode=train does not apply",
                          hint="drop --set mode=train, or use 'memform estimate' for training")

@@ -28,6 +28,23 @@ PUBLISHED = {  # model cards / technical reports; the MoE figures counted by han
     # model card: 15.7B total; transformers' DeepseekV2ForCausalLM built from this config on the
     # meta device counts 15,706,484,224, as does the sum by hand in test_deepseek_v2_lite_by_hand
     "deepseek-v2-lite": 15_706_484_224,
+    # Qwen/Qwen3-8B: the Hub's safetensors total 8,190,735,360 (model card: 8.2B); config.json as
+    # published (transformers 4.51.0), copied from the QWEN3_8B_CONFIG_JSON string of a public
+    # GitHub file (search index id 7900191062) that embeds it
+    "qwen3-8b": 8_190_735_360,
+    # Qwen/Qwen3-30B-A3B: 30,532,122,624 (llama.cpp's n_params of its GGUF; a sum of the
+    # checkpoint's safetensors shapes checked against it); model card: 30.5B total, 3.3B activated.
+    # config.json: lmstudio-community/Qwen3-30B-A3B-MLX-4bit's copy (quoted byte for byte in a
+    # public Rust test, index id 59745501581) without the two quantization fields MLX adds
+    "qwen3-30b-a3b": 30_532_122_624,
+    # google/gemma-2-9b(-it): 9,241,705,984 (keras-team/keras-hub gemma2 presets "params";
+    # the Hub's safetensors total); config.json: doggy8088/GemmaTokenizerExtractor
+    # gemma-2-9b-it/config.json @ a2757335, a copy of the Hub file
+    "gemma-2-9b-it": 9_241_705_984,
+    # microsoft/Phi-3-mini-4k-instruct: 3,821,079,552 (keras-team/keras-hub
+    # keras_hub/src/models/phi3/phi3_presets.py "params"); config.json as three public copies
+    # quote it (transformers 4.40.2, sliding_window 2047)
+    "phi-3-mini-4k-instruct": 3_821_079_552,
 }
 
 
@@ -44,7 +61,10 @@ def test_config_parameter_count(lib, name):
 
 @pytest.mark.parametrize("name, preset", [("llama-2-7b", "llama2-7b"), ("mixtral-8x7b", "mixtral-8x7b"),
                                           ("deepseek-v3", "deepseek-v3"), ("gpt2", "gpt2"),
-                                          ("qwen2.5-7b", "qwen2.5-7b"), ("gemma-7b", "gemma-7b")])
+                                          ("qwen2.5-7b", "qwen2.5-7b"), ("gemma-7b", "gemma-7b"),
+                                          ("qwen3-8b", "qwen3-8b"), ("qwen3-30b-a3b", "qwen3-30b-a3b"),
+                                          ("gemma-2-9b-it", "gemma2-9b"),
+                                          ("phi-3-mini-4k-instruct", "phi3-mini-4k")])
 def test_config_and_preset_agree(lib, name, preset):
     values = {"micro_batch": 2, "seq_len": 1024, "dropout": 0}
     from_config = scenario(lib, name, **values)
@@ -57,6 +77,110 @@ def test_qwen_moe_active_parameters(lib):
     # 24 x (16,783,360 attention + 4 x 8,650,752 experts + 34,605,056 shared + 122,880 router
     #       + 4,096 norms) + 622,329,856 embeddings + 2,048 final norm, counted by hand
     assert scenario(lib, "qwen1.5-moe-a2.7b").evaluate("n_params_active") == 2_689_173_504
+
+
+def test_qwen3_moe_active_parameters(lib):
+    # 48 x (attention 2048*(4096 + 2*512) + 4096*2048 = 18,874,368, q/k norms 256, norms 4,096,
+    # router 128*2048 = 262,144, 8 of 128 experts x 3*2048*768 = 37,748,736)
+    # + 2 x 151936*2048 untied embeddings + 2,048 final norm (model card: 3.3B activated)
+    assert scenario(lib, "qwen3-30b-a3b").evaluate("n_params_active") == 3_353_032_704
+
+
+# ---------------------------------------------------------------- the model transformers builds
+MODEL_TYPES = {name: json.loads((CONFIGS / f"{name}.json").read_text())["model_type"] for name in PUBLISHED}
+
+
+def test_every_supported_model_type_has_a_config():
+    from engine.hfconfig import FAMILIES
+    assert set(MODEL_TYPES.values()) == set(FAMILIES)
+
+
+def meta_model_counts(name, tmp_path):
+    """Parameters and parameter tensors of transformers' AutoModelForCausalLM built from the
+    config on the meta device (no weights); tied weights are yielded once by parameters().
+    DeepSeek-V3's router bias (e_score_correction_bias) is a registered buffer in transformers,
+    a parameter in DeepSeek's own model.py: it is added to both counts."""
+    import torch  # no skip: the check must run wherever the tests do
+    import transformers
+
+    (tmp_path / "config.json").write_text((CONFIGS / f"{name}.json").read_text())
+    config = transformers.AutoConfig.from_pretrained(tmp_path)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(config)
+    tensors = list(model.parameters())
+    tensors += [b for n, b in model.named_buffers() if n.endswith("e_score_correction_bias")]
+    return sum(t.numel() for t in tensors), len(tensors)
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_meta_device_model_agrees(lib, name, tmp_path):
+    params, tensors = meta_model_counts(name, tmp_path)
+    s = scenario(lib, name)
+    assert s.evaluate("n_params") == params
+    assert s.evaluate("param_tensors") == tensors
+
+
+@pytest.mark.parametrize("name, tensors", [
+    ("qwen3-8b", 36 * (4 + 3 + 2 + 2) + 3),  # q, k, v, o; gate, up, down; 2 norms; q_norm, k_norm
+    ("gemma-2-9b-it", 42 * (4 + 3 + 4) + 2),  # 4 norms per layer; tied head
+    ("phi-3-mini-4k-instruct", 32 * (2 + 2 + 2) + 3),  # qkv_proj, o_proj; gate_up_proj, down_proj
+    ("qwen3-30b-a3b", 48 * (4 + 3 + 2 + 2) + 3)])  # experts as gate_up and down, and the router
+def test_tensor_counts_by_hand(lib, name, tensors):
+    s = scenario(lib, name, optimizer="adamw", optimizer_step_bytes=4)
+    assert s.evaluate("param_tensors") == tensors
+    assert s.evaluate("optimizer_step_states") == 4 * tensors
+
+
+def test_fused_projections_keep_the_parameter_count(lib):
+    s = scenario(lib, "phi-3-mini-4k-instruct")
+    unfused = s.with_values(qkv_fused="false", gate_up_fused="false")
+    assert s.evaluate("n_params") == unfused.evaluate("n_params")
+    assert unfused.evaluate("param_tensors") - s.evaluate("param_tensors") == 32 * 3
+
+
+# ---------------------------------------------------------------- sliding-window layers
+@pytest.mark.parametrize("name, window, layers", [("gemma-2-9b-it", 4096, 21), ("phi-3-mini-4k-instruct", 2047, 32),
+                                                  ("qwen3-8b", 0, 0), ("qwen3-30b-a3b", 0, 0)])
+def test_sliding_window_fields_are_read(lib, name, window, layers):
+    config = read_config(CONFIGS / f"{name}.json", lib)
+    assert (config.values["sliding_window"], config.values["sliding_window_layers"]) == (window, layers)
+    assert not {"sliding_window", "use_sliding_window", "max_window_layers"} & set(config.ignored)
+
+
+QWEN3 = json.loads((CONFIGS / "qwen3-8b.json").read_text())
+GEMMA2 = json.loads((CONFIGS / "gemma-2-9b-it.json").read_text())
+
+
+def test_qwen3_slides_from_max_window_layers(lib, tmp_path):
+    # Qwen3Config: layer i slides when use_sliding_window and i >= max_window_layers
+    data = {**QWEN3, "use_sliding_window": True, "sliding_window": 4096, "max_window_layers": 28}
+    config = read_config(write(tmp_path, data), lib)
+    assert (config.values["sliding_window"], config.values["sliding_window_layers"]) == (4096, 8)
+
+
+def test_layer_types_override_the_scheme(lib, tmp_path):
+    kinds = ["sliding_attention", "sliding_attention", "full_attention"] * 14
+    config = read_config(write(tmp_path, {**GEMMA2, "layer_types": kinds}), lib)
+    assert config.values["sliding_window_layers"] == 28
+    text = raises(lib, write(tmp_path, {**GEMMA2, "layer_types": kinds[:-1]}), DomainError)
+    assert "'layer_types' must list" in text and "each of the 42 layers" in text
+    no_window = {k: v for k, v in GEMMA2.items() if k != "sliding_window_size"}
+    text = raises(lib, write(tmp_path, {**no_window, "sliding_window": None, "layer_types": kinds}), DomainError)
+    assert "sliding_window is not set" in text
+
+
+def test_sliding_window_fields_are_validated(lib, tmp_path):
+    text = raises(lib, write(tmp_path, {**GEMMA2, "sliding_window_size": 2048}), DomainError)
+    assert "'sliding_window' and 'sliding_window_size' differ" in text
+    text = raises(lib, write(tmp_path, {**GEMMA2, "sliding_window": -1}), DomainError)
+    assert "field 'sliding_window' must be a whole number >= 0, not -1" in text
+    text = raises(lib, write(tmp_path, {**QWEN3, "sliding_window": 4096, "use_sliding_window": 1}), DomainError)
+    assert "field 'use_sliding_window' must be true or false, not 1" in text
+
+
+def test_qwen3_moe_dense_layers_are_refused(lib, tmp_path):
+    data = {**json.loads((CONFIGS / "qwen3-30b-a3b.json").read_text()), "mlp_only_layers": [0]}
+    assert "mlp_only_layers [0]" in raises(lib, write(tmp_path, data), DomainError)
 
 
 def run(*argv):

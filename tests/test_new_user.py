@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -245,9 +246,33 @@ def test_paths_too_long_or_with_markup_are_usage_errors(tmp_path):
     assert code == 2 and "[/b]" in err
 
 
-def test_a_hugging_face_id_says_what_to_do():
+def test_a_hugging_face_id_not_cached_offline_says_what_to_do(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     code, _, err = run("estimate", "meta-llama/Llama-2-7b-hf")
-    assert code == 2 and "config.json" in err
+    assert code == 2 and "config.json" in err and "hf download meta-llama/Llama-2-7b-hf" in err
+    assert "Traceback" not in err
+
+
+def test_a_hugging_face_id_from_the_local_cache_answers_as_its_config_file(tmp_path, monkeypatch):
+    # the cache as the Hub lays it out: refs/main -> a commit, snapshots/<commit>/config.json a
+    # link into blobs/ (huggingface_hub's file_download.py)
+    import os
+    config = Path(__file__).parent / "configs" / "qwen2.5-7b.json"
+    repo = tmp_path / "models--Qwen--Qwen2.5-7B"
+    commit = "a" * 40
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    (repo / "blobs").mkdir()
+    (repo / "blobs" / "0123abcd").write_bytes(config.read_bytes())
+    (repo / "snapshots" / commit).mkdir(parents=True)
+    os.symlink("../../blobs/0123abcd", repo / "snapshots" / commit / "config.json")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    by_id = run("estimate", "Qwen/Qwen2.5-7B", "--gpu", "h100-80g", "--json")
+    by_path = run("estimate", str(config), "--gpu", "h100-80g", "--json")
+    assert by_id[0] == by_path[0] == 0, by_id[2]
+    assert json.loads(by_id[1])["rules"] == json.loads(by_path[1])["rules"]
 
 
 def test_json_errors_follow_the_parsed_flag():

@@ -23,6 +23,10 @@ PUBLISHED = {
     "gemma-7b": 8_537_680_896,
     "gpt2": 124_439_808,
     "deepseek-v3": 671_026_419_200,  # technical report: 671B total (MTP module excluded)
+    "qwen3-8b": 8_190_735_360,  # Hub safetensors total (model card: 8.2B)
+    "qwen3-30b-a3b": 30_532_122_624,  # llama.cpp n_params of the GGUF (model card: 30.5B)
+    "gemma2-9b": 9_241_705_984,  # keras-hub gemma2_9b_en "params"; Hub safetensors total
+    "phi3-mini-4k": 3_821_079_552,  # keras-hub phi3_mini_4k_instruct_en "params"
 }
 
 ACTIVE = {  # parameters a token passes through
@@ -30,6 +34,9 @@ ACTIVE = {  # parameters a token passes through
     # counted by hand: 32 x (41,943,040 attention + 2 x 176,160,768 experts + 32,768 router
     # + 8,192 norms) + 2 x 131,072,000 embeddings + 4,096 final norm (model card: 12.9B active)
     "mixtral-8x7b": 12_879_925_248,
+    # model card: 3.3B activated; 48 x (18,874,368 attention + 8 x 4,718,592 experts + 262,144
+    # router + 4,352 norms) + 2 x 311,164,928 embeddings + 2,048 final norm
+    "qwen3-30b-a3b": 3_353_032_704,
 }
 
 

@@ -146,7 +146,7 @@ def test_serve_errors_are_usage_errors():
     code, _, err = run("serve", "llama3.1-8b", "--gpu", "h100-80g", "--set", "gpu_memory_utilization=1.5")
     assert code == 2 and "gpu_memory_utilization" in err and "^" in err  # located in the --set value
     assert run("serve", "llama3.1-8b")[0] == 2                            # no device memory
-    assert run("serve", "llama3.1-8b", "--gpu", "h100-80g", "--engine", "trtllm")[0] == 2  # not modelled yet
+    assert run("serve", "llama3.1-8b", "--gpu", "h100-80g", "--engine", "tgi")[0] == 2  # not an engine modelled
     code, _, err = run("serve", "llama3.1-8b", "--gpu", "h100-80g", "--set", "mode=train")
     assert code == 2 and "inference" in err
     code, out, _ = run("serve", "llama3.1-8b", "--gpu", "h100-80g", "--tp", "3", "--json")
@@ -213,3 +213,79 @@ def test_memform_serve_engine_sglang_prints_its_log_figures():
     got = json.loads(out)
     assert got["engine"] == "sglang" and got["rules"]["kv_cell_bytes"] == 32 * 2 * 8 * 128 * 2
     assert got["rules"]["max_total_num_tokens"] == got["rules"]["sglang_kv_memory"] // (32 * 2 * 8 * 128 * 2)
+
+
+# ---------------------------------------------------------------- TensorRT-LLM
+# tests/published/trtllm_serving.json: TensorRT-LLM startup logs with their sources; the
+# mechanism (free_gpu_memory_fraction of what the profile run leaves free, whole blocks of
+# tokens_per_block) is read from its source in docs/research/trtllm.md.
+TRTLLM = {c["id"]: c for c in json.loads((Path(__file__).parent / "published" / "trtllm_serving.json")
+                                         .read_text())["cases"]}
+GIB = 2**30
+
+
+def test_trtllm_budget_from_its_own_profile_log(lib):
+    """gpt-oss-120b on a DGX Spark (TensorRT-LLM 1.1.0rc3, trtllm-serve): with the log's own
+    figures for what memform does not model here (torch memory after warm-up 63.52 GiB, of which
+    the 0.56 GiB temporary KV pool is given back; 0.85 GiB allocated in the profile's prefill;
+    49.28 GiB outside torch, the host's share of unified memory) and gpt-oss's KV shape (36
+    layers x 8 KV heads x 64 x bf16 = the log's 'kv size is 73728'), the rules give the logged
+    budget and the logged max tokens within the rounding of the log's two-decimal GiB figures."""
+    case = TRTLLM["trtllm-1.1.0rc3-gpt-oss-120b-dgx-spark-tp1"]
+    quote = "\n".join(case["quote"])
+    assert "kv size is 73728" in quote and "available KV cache memory when calculating max tokens: 5.95 GiB" in quote
+    s = Scenario.create(lib, "llama3.1-8b", values={
+        "mode": "infer", "serving_engine": "trtllm", "capacity": sympy.Rational("119.70") * GIB,
+        "num_hidden_layers": 36, "num_key_value_heads": 8, "head_dim": 64, "kv_dtype": "bf16",
+        "weights": (sympy.Rational("63.52") - sympy.Rational("0.56")) * GIB, "cudagraph_memory": 0,
+        "trtllm_activation_peak": sympy.Rational("0.85") * GIB, "non_torch_memory": sympy.Rational("49.28") * GIB})
+    assert s.evaluate("kv_cache_per_token") == 73728
+    budget = s.evaluate("trtllm_kv_memory")
+    assert abs(budget / GIB - sympy.Rational("5.95")) <= sympy.Rational("0.005")  # printed with two decimals
+    # four two-decimal figures enter the budget: +-0.02 GiB x 0.9 / 73728 B is +-262 tokens
+    assert abs(s.evaluate("trtllm_max_tokens") - 86711) <= 262
+    # the final pool: with a budget of 86,711 tokens (a total memory that leaves exactly that),
+    # whole 32-token blocks give the logged 86,720
+    exact = s.with_values(capacity=s.evaluate("trtllm_profile_peak") + sympy.Rational(10, 9) * (86711 * 73728 + 1))
+    assert exact.evaluate("trtllm_max_tokens") == 86711
+    assert exact.evaluate("trtllm_kv_tokens") == 86720
+    assert "exceeds upper bound 86720" in quote
+
+
+def test_trtllm_fp8_kv_blocks_on_an_h100(lib):
+    """Llama-3.1-8B-Instruct-FP8 on an H100 (TensorRT-LLM 0.20.0, issue 6294): an FP8 KV cache
+    costs 32 layers x 8 heads x 128 x 2 x 1 B = 65,536 B per token, and 860,308 estimated tokens
+    become 860,320 in 32-token blocks, 52.51 GiB as logged."""
+    case = TRTLLM["trtllm-0.20.0-llama31-8b-fp8-h100-issue6294"]
+    quote = "\n".join(case["quote"])
+    assert "860320" in quote.replace(",", "")
+    s = Scenario.create(lib, "llama3.1-8b", "h100-80g", values={
+        "mode": "infer", "serving_engine": "trtllm", "kv_dtype": "fp8_e4m3", "free_gpu_memory_fraction": 0.8})
+    assert s.evaluate("kv_cache_per_token") == 65536
+    # a total memory that leaves a budget of exactly 860,308 tokens (the log's estimate)
+    s = s.with_values(capacity=s.evaluate("trtllm_profile_peak") + sympy.Rational(5, 4) * (860308 * 65536 + 1))
+    assert s.evaluate("trtllm_max_tokens") == 860308
+    assert s.evaluate("trtllm_kv_tokens") == 860320
+    assert round(float(s.evaluate("trtllm_kv_tokens") * 65536) / GIB, 2) == 52.51
+
+
+def test_trtllm_takes_a_fraction_of_what_is_free_not_of_the_total(lib):
+    # the same deployment under vLLM's rule (0.9 x total - everything) and TensorRT-LLM's
+    # (0.9 x (total - everything)): TensorRT-LLM leaves 10 % of the free memory, vLLM 10 % of all
+    s = Scenario.create(lib, "llama3.1-8b", "h100-80g", values={"mode": "infer", "seq_len": 8192})
+    trt = s.with_values(serving_engine="trtllm")
+    free = trt.evaluate("total_gpu_memory") - trt.evaluate("trtllm_profile_peak")
+    assert trt.evaluate("trtllm_kv_memory") == sympy.Rational(9, 10) * free
+
+
+def test_memform_serve_engine_trtllm_prints_its_log_figures():
+    code, out, err = run("serve", "llama3.1-8b", "--engine", "trtllm", "--gpu", "h100-80g",
+                         "--set", "max_seq_len=8192", "--set", "kv_cache_free_gpu_mem_fraction=0.8", "--json")
+    assert code == 0, err
+    got = json.loads(out)
+    assert got["engine"] == "trtllm" and got["inputs"]["free_gpu_memory_fraction"] == 0.8
+    per_token = 32 * 2 * 8 * 128 * 2
+    assert got["rules"]["trtllm_max_tokens"] == got["rules"]["trtllm_kv_memory"] // per_token
+    assert got["rules"]["trtllm_kv_tokens"] % 32 == 0
+    code, out, err = run("serve", "llama3.1-8b", "--engine", "trtllm", "--gpu", "h100-80g", "--set", "max_seq_len=8192")
+    assert code == 0 and "estimated max tokens" in out and "trtllm_kv_tokens =" in out

@@ -210,3 +210,59 @@ def test_optimizer_in_backward_never_holds_every_gradient(lib):
     head = 32000 * 4096 * 2  # the untied output layer's bf16 gradient, first to appear in backward
     assert s.evaluate("live_grads") == head
     assert s.evaluate("optimizer_peak") == s.evaluate("static_states")
+
+
+# ---------------------------------------------------------------- stack = hf
+# tests/published/hf_training_peaks.json: Hugging Face Trainer runs with a published peak, each
+# with its source, quote, statistic and configuration.  Two are held: fms-acceleration's
+# Mistral-7B benchmark on one A100 (transformers 4.48, pure bf16 weights, gradient
+# checkpointing, Trainer's default adamw_torch: torch.optim.AdamW, foreach on CUDA).
+HF = {c["id"]: c for c in json.loads((PUBLISHED / "hf_training_peaks.json").read_text())["rows"]}
+HF_HELD = {
+    # full fine-tuning: the peak is the optimizer step (the batch-8 row has the same peak)
+    "fmsacc-mistral7b-full-purebf16-b4-s4096": {},
+    # LoRA r = 16 on q, k, v and o over the frozen bf16 base: the peak is the backward pass
+    "fmsacc-mistral7b-lora16-bf16base-b4-s4096": {"finetune": "lora", "lora_rank": 16, "lora_targets": "attention"},
+}
+HF_LEFT = {
+    "hfdocs-bert-large-fp16-b4": "an encoder (BERT) read by nvidia-smi after training; memform models decoders",
+    "hfdocs-bert-large-fp16-gc-b1ga4": "as above",
+    "hfdocs-bert-large-fp16-gc-adafactor-b1ga4": "as above",
+    "msswift-qwen1_8b-chat-full-purebf16-b1-s512": "Qwen v1 is custom code (no config memform reads); the table is not monotonic in length",
+}
+
+
+def predict_hf(lib, case_id: str) -> tuple[int, int, float]:
+    case, extra = HF[case_id], HF_HELD[case_id]
+    cf = case["config"]
+    assert case["statistic"] == "max_memory_allocated" and cf["n_gpus"] == 1
+    values = {"stack": "hf", "precision": "bf16",  # torch_dtype bfloat16, no autocast
+              "recompute": "full" if cf["gradient_checkpointing"] else "none",
+              "micro_batch": cf["micro_batch"], "seq_len": cf["seq_len"], **extra}
+    s = Scenario.create(lib, "mistral-7b", values=values)
+    measured = int(case["bytes_or_value"].split()[0])
+    predicted = int(s.evaluate("peak_allocated"))
+    return measured, predicted, (predicted - measured) / measured
+
+
+def test_every_hf_row_is_held_or_left_with_a_reason():
+    assert set(HF) == set(HF_HELD) | set(HF_LEFT)
+
+
+@pytest.mark.parametrize("case_id", sorted(HF_HELD))
+def test_hf_trainer_peaks_within_five_percent(lib, case_id, capsys):
+    measured, predicted, error = predict_hf(lib, case_id)
+    with capsys.disabled():
+        print(f"\n{case_id}: measured {measured:,}, memform {predicted:,} ({error:+.2%})")
+    assert abs(error) <= 0.05, (case_id, measured, predicted)
+
+
+def test_hf_mixed_precision_keeps_fp32_parameters_and_ddp_buckets(lib):
+    # Trainer(bf16=True): fp32 parameters (no separate master copy), fp32 gradients, and under
+    # DDP a flat all-reduce bucket as large as the gradients (PyTorch pull request 41954)
+    s = Scenario.create(lib, "llama2-7b", values={"stack": "hf", "dp": 8})
+    n = 6_738_415_616  # Llama-2-7B (meta-llama/Llama-2-7b-hf, safetensors metadata)
+    assert s.evaluate("weights") == s.evaluate("grads") == 4 * n
+    assert s.evaluate("master") == 0
+    assert s.evaluate("comm_buffers") == 4 * n
+    assert Scenario.create(lib, "llama2-7b", values={"stack": "hf"}).evaluate("comm_buffers") == 0

@@ -16,7 +16,6 @@ neither), and each component.  ``--layers`` shrinks the model (num_hidden_layers
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 from pathlib import Path
 
@@ -38,7 +37,8 @@ def main(argv=None) -> int:
 
     import engine
     from engine.errors import EngineError
-    from engine.measure import PRECISIONS, _check_options, family_of, hf_config, prediction_scenario
+    from engine.measure import (PRECISIONS, _check_options, autocast_region, family_of, hf_config,
+                                prediction_scenario)
     from engine.model import Scenario, parse_setting
 
     cuda = args.device == "cuda"
@@ -67,14 +67,10 @@ def main(argv=None) -> int:
         return 2
 
     b, s = int(pred.evaluate("micro_batch")), int(pred.evaluate("seq_len"))
-    param_dtype, cast_dtype = PRECISIONS[pred.option("precision")]
-    dtype = getattr(torch, param_dtype)
-    device_type = "cuda" if cuda else "cpu"
+    dtype = getattr(torch, PRECISIONS[pred.option("precision")][0])
 
     def autocast():  # bf16_mixed / fp16_mixed: the forward under autocast, as accelerate runs it
-        if cast_dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(device_type, dtype=getattr(torch, cast_dtype))
+        return autocast_region(torch, pred.option("precision"), "cuda" if cuda else "cpu")
     attn = "eager" if pred.option("attention") == "eager" else "sdpa"
     torch.manual_seed(0)
     with torch.device(args.device):

@@ -180,18 +180,24 @@ def prediction_scenario(scenario, family: str):
     return scenario.with_values(**values)
 
 
+def autocast_region(torch, precision: str, device_type: str):
+    """The forward's context for ``precision``: torch.autocast in the lower dtype for
+    bf16_mixed / fp16_mixed (as accelerate wraps the forward), nothing otherwise."""
+    cast_dtype = PRECISIONS[precision][1]
+    if cast_dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type, dtype=getattr(torch, cast_dtype))
+
+
 def _run(scenario, family: str, peak: bool = True) -> dict:
     import torch
     import transformers
 
     micro_batch, seq_len = int(scenario.evaluate("micro_batch")), int(scenario.evaluate("seq_len"))
-    param_dtype, cast_dtype = PRECISIONS[scenario.option("precision")]
-    dtype = getattr(torch, param_dtype)
+    dtype = getattr(torch, PRECISIONS[scenario.option("precision")][0])
 
     def autocast():
-        if cast_dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast("cpu", dtype=getattr(torch, cast_dtype))
+        return autocast_region(torch, scenario.option("precision"), "cpu")
     attn = "eager" if scenario.option("attention") == "eager" else "sdpa"
     config = hf_config(scenario, family)
     config._attn_implementation = attn

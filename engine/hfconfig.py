@@ -23,6 +23,7 @@ from pathlib import Path
 
 import sympy
 
+from . import hfquant
 from .errors import (DomainError, EngineError, ResourceLimitError, SourceError, Span, UsageError, did_you_mean,
                      shown)
 
@@ -44,7 +45,7 @@ NO_MEMORY_EFFECT = {
     "router_aux_loss_coef", "output_router_logits", "router_jitter_noise", "norm_topk_prob",
     "aux_loss_alpha", "seq_aux", "scoring_func", "routed_scaling_factor", "n_group", "topk_group",
     "ep_size", "hidden_act", "activation_function", "num_nextn_predict_layers", "rope_interleave",
-    "quantization_config", "tie_encoder_decoder", "bos_token", "eos_token", "hidden_activation",
+    "tie_encoder_decoder", "bos_token", "eos_token", "hidden_activation",
     "attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar", "qkv_bias",
     "embd_pdrop", "attn_pdrop", "summary_type", "summary_use_proj", "summary_activation",
     "summary_proj_to_labels", "summary_first_dropout", "task_specific_params", "scale_attn_weights",
@@ -52,6 +53,8 @@ NO_MEMORY_EFFECT = {
     "mlp_only_layers", "moe_layer_freq", "topk_method", "_name_or_path", "auto_map", "head_dim_factor",
     # Gemma 2: the KV-cache class generate() picks; Phi-3: the context length LongRoPE scales from
     "cache_implementation", "original_max_position_embeddings",
+    # Granite: scalings of the embedding, the residual branches, attention scores and logits
+    "embedding_multiplier", "residual_multiplier", "attention_multiplier", "logits_scaling",
 }
 
 #: fields every family shares, under the library's own names
@@ -114,6 +117,13 @@ FAMILIES = {
     "phi3": Family({"mlp": "swiglu", "norm": "rmsnorm", "qkv_fused": "true", "gate_up_fused": "true"},
                    renames={"resid_pdrop": "dropout"},
                    defaults={"tie_word_embeddings": False}, window="all"),
+    # OLMo 2: norms after attention and MLP only (no input norm), q_norm and k_norm over the
+    # whole q and k widths (transformers models/olmo2/modeling_olmo2.py)
+    "olmo2": Family({"mlp": "swiglu", "norm": "rmsnorm", "qk_norm": "full", "norm_placement": "post"},
+                    defaults={"tie_word_embeddings": False}),
+    # Granite: Llama's layout; its embedding, residual, attention and logits multipliers are
+    # scalars of the forward pass, not parameters (models/granite/modeling_granite.py)
+    "granite": Family({"mlp": "swiglu", "norm": "rmsnorm"}, defaults={"tie_word_embeddings": False}),
     "gpt2": Family({"mlp": "gelu", "norm": "layernorm", "position_embedding": "learned",
                     "attention_bias": "true", "o_proj_bias": "true", "mlp_bias": "true",
                     "tie_word_embeddings": "true", "qkv_fused": "true", "gelu_kernel": "composite",
@@ -128,7 +138,7 @@ EXTRA = {"num_experts", "num_experts_per_tok", "n_shared_experts", "moe_intermed
          "shared_expert_intermediate_size", "first_k_dense_replace", "q_lora_rank", "kv_lora_rank",
          "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "attention_bias", "dropout"}
 #: families whose attention_bias also gives o_proj a bias (LlamaAttention and its copies)
-O_PROJ_FOLLOWS = ("llama", "mistral", "qwen3", "qwen3_moe", "gemma2")
+O_PROJ_FOLLOWS = ("llama", "mistral", "qwen3", "qwen3_moe", "gemma2", "olmo2", "granite")
 #: config fields that describe sliding-window layers (read where a family names a window scheme)
 WINDOW_FIELDS = ("sliding_window", "use_sliding_window", "max_window_layers", "layer_types")
 #: what HF's null means where it is not "absent, derive it": q_lora_rank = None builds no query
@@ -327,7 +337,7 @@ def read_config(path: str | Path, library) -> Config:
     values: dict = dict(family.fixed)
     given: dict = {}  # library name -> the field that set it
     ignored, unknown = [], []
-    special = set()  # fields read below, outside the one-to-one mapping
+    special = {"quantization_config"} & data.keys()  # fields read below, outside the one-to-one mapping
     if family.window:
         special.update(k for k in WINDOW_FIELDS if k in data)
         if model_type == "gemma2" and "sliding_window_size" in data:
@@ -361,6 +371,8 @@ def read_config(path: str | Path, library) -> Config:
         values["o_proj_bias"] = "true"  # Llama's attention_bias covers q, k, v and o
     if family.window:
         _read_window(family.window, data, values, src)
+    if "quantization_config" in data:
+        hfquant.read(src, data["quantization_config"], values)
     if model_type in ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3"):
         if "moe_intermediate_size" not in values and "intermediate_size" in values:
             values["moe_intermediate_size"] = values["intermediate_size"]

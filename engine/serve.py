@@ -32,13 +32,15 @@ class Engine:
 ENGINES = {
     "vllm": Engine(
         breakdown=(("requested_memory", "budget (gpu_memory_utilization x total)"),
-                   ("weights", "weights ('Model loading took')"),
+                   ("weights", "weights"),
+                   ("rope_cache_bytes", "rotary cos/sin table"),
+                   ("model_memory", "model ('Model loading took')"),
                    ("activation_peak", "activation peak (profile run)"),
                    ("non_torch_memory", "non-torch memory"),
                    ("cudagraph_reserve", "CUDA graph pool (in the budget)"),
                    ("kv_cache_memory", "KV cache ('Available KV cache memory')")),
         counts=(("kv_block_bytes", "bytes per block (all layers)"),
-                ("num_gpu_blocks", "# GPU blocks"),
+                ("num_gpu_blocks", "KV cache blocks (num_gpu_blocks)"),
                 ("kv_cache_tokens", "GPU KV cache size (tokens)"),
                 ("max_concurrency", "maximum concurrency at max_model_len")),
         tokens="kv_cache_tokens", concurrency="max_concurrency",

@@ -146,7 +146,9 @@ INFER = {"mode": "infer"}
 # the seeds count exactly 1 byte per state, so these queries pin the constants to 0.  This is the
 # seeds' nominal convention, not a loosened test.
 ADAM_8BIT = {"optimizer": "adamw_8bit", "optimizer_quant_overhead": 0}
-NOMINAL_INT = {"quant_scope": "all", "quant_group_bytes": 0}  # integer weights without metadata
+# the seeds' nominal quantised weights: every parameter in the narrow dtype (embeddings too) and
+# no scales; memform by default keeps embeddings and the output head in bf16 and adds the scales
+NOMINAL_INT = {"quant_scope": "all", "quant_group_bytes": 0}
 QLORA_R64 = {"finetune": "qlora", "lora_rank": 64, "lora_targets": "all_linear"}  # seed Q001-5
 CARD_80GB = 80 * 10**9                                     # the seeds' "80 GB" card, decimal GB
 
@@ -392,11 +394,11 @@ QUERIES = {
     "Q001-7": {"exact_total_params": q("n_params", "deepseek-v3"),
                "exact_active_params": q("n_params_active", "deepseek-v3"),
                "bf16": nominal("weights", P671B, **INFER, weight_dtype="bf16"),
-               "fp8": nominal("weights", P671B, **INFER, weight_dtype="fp8_e4m3"),
+               "fp8": nominal("weights", P671B, **INFER, **NOMINAL_INT, weight_dtype="fp8_e4m3"),
                # GPUs that the weights alone need: split over tensor-parallel ranks
                "min_gpus_80GB_bf16": Solve("tp", "weights", nominal("weights", P671B, **INFER,
                                                                      weight_dtype="bf16"), CARD_80GB),
-               "min_gpus_80GB_fp8": Solve("tp", "weights", nominal("weights", P671B, **INFER,
+               "min_gpus_80GB_fp8": Solve("tp", "weights", nominal("weights", P671B, **INFER, **NOMINAL_INT,
                                                                     weight_dtype="fp8_e4m3"), CARD_80GB)},
     "Q001-8": {"naive": q("activations", "llama1-7b", **B1_S2048, **NAIVE),
                "flash": q("activations", "llama1-7b", **B1_S2048, **FLASH),

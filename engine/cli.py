@@ -222,7 +222,7 @@ def _scenario(lib, args, model):
         raise UsageError("give --gpu or --capacity, not both")
     if capacity:
         values["capacity"] = _capacity(lib, capacity)
-    config_values = {}
+    config_values, checkpoint = {}, None
     if model is not None and is_config_path(lib, model):
         path = model
         if not _is_file(model):
@@ -237,6 +237,7 @@ def _scenario(lib, args, model):
         if config.unknown:
             _note(f"{shown(model, 255)}: fields not understood (not used): " + ", ".join(config.unknown))
         config_values, model = config.values, None
+        checkpoint = _checkpoint(Path(path).parent)
     elif model is not None:
         _model_preset(lib, model)
     if gpu is not None:
@@ -245,10 +246,47 @@ def _scenario(lib, args, model):
     if model is None and config_values:
         scenario = Scenario(lib, scenario.values, getattr(args, "model", None), gpu)
     scenario = scenario.with_values(**values) if values else scenario
+    if config_values and checkpoint is not None:
+        _note(_checkpoint_note(scenario, checkpoint))
     if not getattr(args, "no_divisibility", True):
         from .layout import check
         check(scenario)
     return scenario
+
+
+def _checkpoint(folder: Path):
+    """The safetensors checkpoint beside a config.json, read from its headers, or None (none
+    there, or one that cannot be read: said in a note, the estimate goes on from the config)."""
+    from . import hub
+    try:
+        return hub.checkpoint_summary(folder, allow_partial=True) if hub.has_checkpoint(folder) else None
+    except EngineError as exc:
+        _note(f"the checkpoint beside the config was not read: {exc.message}")
+        return None
+
+
+def _checkpoint_note(scenario, ckpt) -> str:
+    """What the checkpoint stores, against what the config describes: the parameter count for
+    a checkpoint in its model dtype, the weights' bytes for a quantised one (whose packed words
+    and scales make its element count meaningless as parameters)."""
+    dtypes = ", ".join(f"{d} {n:,} B" for d, n in sorted(ckpt.bytes_by_dtype.items()))
+    head = (f"checkpoint beside the config: {len(ckpt.files)} file(s), {ckpt.tensors:,} tensors, "
+            f"{ckpt.total_bytes:,} bytes as stored ({dtypes})")
+    if ckpt.missing:
+        head += f"; {len(ckpt.missing)} of its {len(ckpt.files)} files are not here, the counts cover the others"
+        return head
+    if scenario.values.get("weight_dtype") not in ("fp32", "bf16", "fp16", None):
+        whole = scenario.with_values(mode="infer", tp=1, pp=1, ep=1, finetune="full")
+        predicted = int(whole.evaluate("weights"))
+        diff = ckpt.total_bytes - predicted
+        return (f"{head}; quantised: memform's weights of the config are {predicted:,} bytes"
+                + (" (the same)" if diff == 0 else f" ({diff / predicted:+.2%} stored)"))
+    n = int(scenario.evaluate("n_params"))
+    if ckpt.params == n:
+        return f"{head}: {ckpt.params:,} parameters, as the config gives"
+    return (f"{head}: config and checkpoint disagree: the config gives {n:,} parameters, the checkpoint "
+            f"stores {ckpt.params:,} ({ckpt.params - n:+,}: layers the model type does not count, such as "
+            "a multi-token-prediction layer or a vision encoder, or weights stored twice)")
 
 
 def _model_preset(lib, model: str) -> None:
@@ -573,10 +611,22 @@ COMMANDS = {"estimate": cmd_estimate, "serve": cmd_serve, "solve": cmd_solve, "s
             "measure": cmd_measure, "calibrate": cmd_calibrate, "names": cmd_names}
 
 
+def _printable_values() -> None:
+    """Let every exact value the limits allow be printed: Python refuses to turn integers of
+    more than 4,300 digits into text, a value of MAX_BITS bits has up to 30,103 (twice that
+    leaves room for the constants of a formula)."""
+    from .fast import MAX_BITS  # sympy-free, as the estimate's fast path must stay
+    digits = 2 * (MAX_BITS * 30103 // 100000 + 1)
+    limit = sys.get_int_max_str_digits()
+    if limit and limit < digits:
+        sys.set_int_max_str_digits(digits)
+
+
 def main(argv: list[str] | None = None, out=None, err=None) -> int:
     """Run the command line; returns the exit code instead of raising."""
     out = out or sys.stdout
     err = err or sys.stderr
+    _printable_values()
     argv = sys.argv[1:] if argv is None else list(argv)
     options = argv[:argv.index("--")] if "--" in argv else argv  # after '--' every word is positional
     as_json = "--json" in options  # until the arguments are parsed: an argparse error

@@ -45,6 +45,18 @@ PUBLISHED = {  # model cards / technical reports; the MoE figures counted by han
     # keras_hub/src/models/phi3/phi3_presets.py "params"); config.json as three public copies
     # quote it (transformers 4.40.2, sliding_window 2047)
     "phi-3-mini-4k-instruct": 3_821_079_552,
+    # allenai/OLMo-2-1124-7B-Instruct: 7,298,617,344, the Hub's safetensors "total" as public
+    # files quote it (search index id 71142266638: "'allenai/OLMo-2-1124-7B-Instruct': ('Apache-2.0',
+    # 7298617344)"; id 65859659251 quotes the base model's "safetensors": {... "total": 7298617344}).
+    # config.json: the "## config.json" block of the allenai/OLMo-2-1124-7B-Instruct section of a
+    # public Markdown dump of Hub configs (search index id 61558565367; repository not named by the
+    # index), its text copied character for character (the file ends with a newline)
+    "olmo-2-1124-7b-instruct": 7_298_617_344,
+    # ibm-granite/granite-3.3-8b-instruct: 8,170,864,640, the Hub's parameter count as public files
+    # quote it (index id 71142266638: "'ibm-granite/granite-3.3-8b-instruct': ('Apache-2.0',
+    # 8170864640)"; id 70881620944: "**8,170,864,640**"). config.json: the same dump (index id
+    # 61558565367), its ibm-granite/granite-3.3-8b-instruct section, copied the same way
+    "granite-3.3-8b-instruct": 8_170_864_640,
 }
 
 
@@ -64,7 +76,9 @@ def test_config_parameter_count(lib, name):
                                           ("qwen2.5-7b", "qwen2.5-7b"), ("gemma-7b", "gemma-7b"),
                                           ("qwen3-8b", "qwen3-8b"), ("qwen3-30b-a3b", "qwen3-30b-a3b"),
                                           ("gemma-2-9b-it", "gemma2-9b"),
-                                          ("phi-3-mini-4k-instruct", "phi3-mini-4k")])
+                                          ("phi-3-mini-4k-instruct", "phi3-mini-4k"),
+                                          ("olmo-2-1124-7b-instruct", "olmo2-7b"),
+                                          ("granite-3.3-8b-instruct", "granite3.3-8b")])
 def test_config_and_preset_agree(lib, name, preset):
     values = {"micro_batch": 2, "seq_len": 1024, "dropout": 0}
     from_config = scenario(lib, name, **values)
@@ -124,7 +138,11 @@ def test_meta_device_model_agrees(lib, name, tmp_path):
     ("qwen3-8b", 36 * (4 + 3 + 2 + 2) + 3),  # q, k, v, o; gate, up, down; 2 norms; q_norm, k_norm
     ("gemma-2-9b-it", 42 * (4 + 3 + 4) + 2),  # 4 norms per layer; tied head
     ("phi-3-mini-4k-instruct", 32 * (2 + 2 + 2) + 3),  # qkv_proj, o_proj; gate_up_proj, down_proj
-    ("qwen3-30b-a3b", 48 * (4 + 3 + 2 + 2) + 3)])  # experts as gate_up and down, and the router
+    ("qwen3-30b-a3b", 48 * (4 + 3 + 2 + 2) + 3),  # experts as gate_up and down, and the router
+    # q, k, v, o; gate, up, down; post-attention and post-feedforward norms; q_norm, k_norm;
+    # embedding, final norm and an untied head
+    ("olmo-2-1124-7b-instruct", 32 * (4 + 3 + 2 + 2) + 3),
+    ("granite-3.3-8b-instruct", 40 * (4 + 3 + 2) + 2)])  # Llama's layout; tied head
 def test_tensor_counts_by_hand(lib, name, tensors):
     s = scenario(lib, name, optimizer="adamw", optimizer_step_bytes=4)
     assert s.evaluate("param_tensors") == tensors

@@ -27,6 +27,32 @@ PUBLISHED = {
     "qwen3-30b-a3b": 30_532_122_624,  # llama.cpp n_params of the GGUF (model card: 30.5B)
     "gemma2-9b": 9_241_705_984,  # keras-hub gemma2_9b_en "params"; Hub safetensors total
     "phi3-mini-4k": 3_821_079_552,  # keras-hub phi3_mini_4k_instruct_en "params"
+    "olmo2-7b": 7_298_617_344,  # Hub safetensors total of allenai/OLMo-2-1124-7B (public lists of Hub counts)
+    "granite3.3-8b": 8_170_864_640,  # Hub parameter count of ibm-granite/granite-3.3-8b-instruct
+    # issue 15.  "Hub list": a public list of Hub safetensors totals (search index id 71142266638);
+    # keras-hub: keras-team/keras-hub keras_hub/src/models/<family>/<family>_presets.py "params"
+    "llama3.2-1b": 1_235_814_400,  # Hub list, meta-llama/Llama-3.2-1B-Instruct
+    "llama3.2-3b": 3_212_749_824,  # Hub list, meta-llama/Llama-3.2-3B-Instruct
+    "smollm2-1.7b": 1_711_376_384,  # Hub list, HuggingFaceTB/SmolLM2-1.7B-Instruct
+    "mistral-7b-v0.3": 7_248_023_552,  # Hub list, mistralai/Mistral-7B-v0.3; keras-hub mistral_0.3_7b_en
+    "qwen2.5-0.5b": 494_032_768,  # Hub list, Qwen/Qwen2.5-0.5B-Instruct; keras-hub qwen2.5_0.5b_en
+    "qwen2.5-1.5b": 1_543_714_304,  # Hub list, Qwen/Qwen2.5-1.5B-Instruct; keras-hub qwen2.5_math_1.5b_en
+    "qwen2.5-3b": 3_085_938_688,  # Hub list, Qwen/Qwen2.5-3B-Instruct; keras-hub qwen2.5_3b_en
+    # Hub safetensors.total of Qwen/Qwen2.5-14B (search index id 68699621641); llama.cpp
+    # llama-bench of Qwen2.5-14B-Instruct-Q4_K_M.gguf: "Parameters: 14,770,033,664" (id 66473760111)
+    "qwen2.5-14b": 14_770_033_664,
+    "qwen2.5-32b": 32_763_876_352,  # keras-hub qwen2.5_instruct_32b_en
+    "qwen2.5-72b": 72_706_203_648,  # keras-hub qwen2.5_instruct_72b_en
+    # keras-hub qwen3_0.6b_en / qwen3_1.7b_en (tied head counted once; the Hub totals, 751,632,384
+    # and 2,031,739,904, also count the lm_head.weight copy the checkpoints store)
+    "qwen3-0.6b": 596_049_920,
+    "qwen3-1.7b": 1_720_574_976,
+    "qwen3-4b": 4_022_468_096,  # Hub list, Qwen/Qwen3-4B; keras-hub qwen3_4b_en
+    "qwen3-14b": 14_768_307_200,  # keras-hub qwen3_14b_en
+    "qwen3-32b": 32_762_123_264,  # Hub list, Qwen/Qwen3-32B; keras-hub qwen3_32b_en
+    "qwen3-235b-a22b": 235_093_634_560,  # keras-hub qwen3_moe_235b_a22b_en (model card: 235B)
+    "gemma2-2b": 2_614_341_888,  # Hub list, google/gemma-2-2b-it; keras-hub gemma2_2b_en
+    "phi4-mini": 3_836_021_760,  # Hub list, microsoft/Phi-4-mini-instruct
 }
 
 ACTIVE = {  # parameters a token passes through

@@ -1637,13 +1637,15 @@ def main(argv=None) -> int:
             ap.error(f"unknown surface {s!r}")
     out_dir = Path(args.out or tempfile.mkdtemp(prefix="memform-fuzz-out-"))
     with scratch():
-        stats, classes = run(surfaces, args)
+        stats, classes = run(surfaces, args, out_dir)
     report(stats, classes, out_dir, args)
     return 1 if classes else 0
 
 
-def run(surfaces: list[str], args) -> tuple[dict, dict]:
-    """Every surface's inputs through the worker pool: counts per surface, findings per class."""
+def run(surfaces: list[str], args, out_dir: Path) -> tuple[dict, dict]:
+    """Every surface's inputs through the worker pool: counts per surface, findings per class.
+    The first input of each new class is saved under ``out_dir``/found/NN as it is found, so a
+    long run can be fixed from before it ends."""
     import engine
     shipped = engine.load()  # written to the fresh cache: the fast path finds it
     ctx = Context(shipped)
@@ -1664,7 +1666,9 @@ def run(surfaces: list[str], args) -> tuple[dict, dict]:
                     st["hangs"] += any(k.startswith("hang") for k, _ in result["findings"])
                 for key, detail in dict(result["findings"]).items():
                     if key not in classes:  # seen as it happens, not only in the final report
-                        print(f"[{surface}] new class: {_short(key, 100)}\n    {describe(c)}",
+                        found = out_dir / "found" / f"{len(classes) + 1:02d}"
+                        save(c, found)
+                        print(f"[{surface}] new class: {_short(key, 100)}\n    {describe(c)}\n    saved: {found}",
                               file=sys.stderr, flush=True)
                     entry = classes.setdefault(key, {"count": {}, "case": c, "detail": detail})
                     entry["count"][surface] = entry["count"].get(surface, 0) + 1

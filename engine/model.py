@@ -194,7 +194,7 @@ class Scenario:
                 expr = expr.replace(lambda e: isinstance(e, At),
                                     lambda e: self._at(e, memo, bindings, pins))
             sub = dict(bindings)
-            sub.update({sympy.Symbol(d): self._value(d, memo, bindings, pins) for d in lib.deps[name]})
+            sub.update({sympy.Symbol(d): _unknowns(d, self._value(d, memo, bindings, pins)) for d in lib.deps[name]})
             try:
                 value = expr.xreplace(sub)
             except TypeError as exc:  # sympy cannot order a number that is not real (zoo > 2)
@@ -202,6 +202,12 @@ class Scenario:
             if not value.is_Rational and value.is_number and value.is_extended_real is False and value.is_finite:
                 # sqrt(-1), log2(-1): not a number of bytes (zoo stays 'undefined' in evaluate)
                 raise _not_real(lib, name, expr, sub, f"its value is {sympy.sstr(value)}")
+            if value.is_number and not value.is_Rational and value.is_finite and value.is_extended_real:
+                # log(4)/log(2) is 2; sqrt(10^9) is a real number, but not an exact one
+                value = sympy.simplify(value)
+                if not value.is_Rational:
+                    raise _not_real(lib, name, expr, sub, f"its value {_short(value)} is irrational",
+                                    hint="memform's figures are exact: round it with floor() or ceil()")
             _check_size(value, name, lib)
             memo[name] = value
         return memo[name]
@@ -239,16 +245,35 @@ class Scenario:
         return value
 
 
-def _not_real(lib, name: str, expr, sub: dict, why: str):
-    """A rule whose value leaves the real numbers, with the values of the names it uses."""
+def _unknowns(name: str, value: sympy.Expr) -> sympy.Expr:
+    """The value of rule ``name`` as the rules that use it see it.  A value that still holds
+    inputs without a value (a rule evaluated with some inputs missing) is carried on as an opaque
+    term of those inputs, ``pending_name(inputs)``: evaluate() only reports which inputs are
+    missing, a branch not taken or a factor 0 still drops it, and sympy never works on the
+    expression itself (its assumptions take exponential time on a rule squared 60 times)."""
+    if value.is_number or not value.free_symbols:
+        return value
+    return sympy.Function(f"pending_{name}")(*sorted(value.free_symbols, key=str))
+
+
+def _not_real(lib, name: str, expr, sub: dict, why: str, hint: str | None = None):
+    """A rule whose value leaves the (exact) real numbers, with the values of the names it uses."""
     rule = lib.rules[name]
 
     def shown(s) -> str:
         decl = lib.decls.get(s.name)
-        return decl.choice_of(int(sub[s])) if isinstance(decl, OptionDecl) else sympy.sstr(sub[s])
+        return decl.choice_of(int(sub[s])) if isinstance(decl, OptionDecl) else _short(sub[s])
     used = ", ".join(f"{s.name}={shown(s)}" for s in sorted(expr.free_symbols, key=str) if s in sub)
-    return DomainError(f"rule '{name}' is not a real number here: {why}", rule.expr_span or rule.span,
-                       hint=f"with {used}" if used else None)
+    kind = "an exact number" if hint else "a real number"
+    hints = [h for h in (f"with {used}" if used else None, hint) if h]
+    return DomainError(f"rule '{name}' is not {kind} here: {why}", rule.expr_span or rule.span,
+                       hint="; ".join(hints) if hints else None)
+
+
+def _short(value, n: int = 60) -> str:
+    """A value as sympy prints it, cut to ``n`` characters."""
+    text = sympy.sstr(value)
+    return text if len(text) <= n else text[:n - 3] + "..."
 
 
 #: the most bits a rule's exact value may have (a byte count needs about 60)

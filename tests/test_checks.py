@@ -100,3 +100,60 @@ def test_estimate_with_a_rule_that_leaves_the_reals_is_a_located_error(tmp_path,
     lines = err.splitlines()
     assert lines[0] == f"{path}:1:34: rule 'overhead' is not a real number here: {why}"
     assert lines[-1] == "hint: with cuda_context=536870912, dp=1"  # GPT-2's defaults: 512 MiB, dp = 1
+
+
+def test_estimate_with_an_irrational_rule_is_a_located_error(tmp_path):
+    # fuzzer (rules surface, seed 1203): sqrt(1e9) as a count reached the formatter,
+    # "AttributeError: 'Add' object has no attribute 'p'" in report.py
+    path = tmp_path / "mine.mem"
+    path.write_text('override rule trainable_tensors : count = sqrt ( 1e9 ) "fz"\n')
+    code, out, err = run("estimate", "llama3.1-405b", "--rules", str(path))
+    assert code == 2 and out == ""
+    lines = err.splitlines()
+    assert lines[0] == f"{path}:1:43: rule 'trainable_tensors' is not an exact number here: its value 10000*sqrt(10) is irrational"
+    assert lines[-1] == "hint: memform's figures are exact: round it with floor() or ceil()"
+
+
+def test_a_check_dividing_by_a_rule_that_is_zero_fails_with_the_rule(tmp_path):
+    # fuzzer: 0.5 / lm_head_params (0 for a tied head) put zoo in the compiled check,
+    # "KeyError: 'ComplexInfinity'" in the numpy printer
+    path = tmp_path / "mine.mem"
+    path.write_text('check "zoo" : 5e20 / intermediate_size + 0.5 / lm_head_params >= 0\n')
+    code, out, err = run("check", str(path), "--samples", "2")
+    assert code == 1 and err == ""
+    fail = out[out.index("FAIL  zoo"):].splitlines()
+    assert fail[1].endswith("not a finite real number")
+
+
+def test_a_check_beyond_float64_fails_saying_so(tmp_path):
+    # fuzzer: a 300-digit constant, "OverflowError: int too large to convert to float" in run_check
+    path = tmp_path / "mine.mem"
+    path.write_text(f'check "big" : hidden_size * {"9" * 330} >= 0\n')
+    code, out, err = run("check", str(path), "--samples", "2")
+    assert code == 1 and err == ""
+    assert (f"FAIL  big\n      {path}:1: its values exceed float64's range (about 1.8e308), in which checks "
+            "are sampled: it tested nothing\n") in out
+
+
+def test_a_value_of_more_than_4300_digits_is_printed(tmp_path):
+    # fuzzer: (64 + 4096 / 100000^1024) B has a 5,121-digit denominator, within the 100,000-bit
+    # limit; Python refuses to print integers over 4,300 digits ("ValueError" in show_text)
+    path = tmp_path / "mine.mem"
+    path.write_text('override rule optimizer_states : bytes = (64 + 4096 * floor ( 100000 ) ^ - 1024) * 1 B "fz"\n')
+    code, out, err = run("estimate", "phi3-mini-4k", "--rules", str(path), "--json")
+    assert code == 0 and err == ""
+    assert '"optimizer_states": 65' in out  # whole bytes, rounded up
+
+
+def test_a_rule_squared_60_times_over_a_missing_input_is_reported_not_expanded(tmp_path):
+    # fuzzer (rules, seed 1204): a chain x1 = x0 * x0 + 1 ... over trtllm_max_concurrency, which
+    # waits for the GPU's capacity; sympy's assumptions on (x^2 + 1)^2 + 1 ... (degree 2^60) ran
+    # for minutes.  The missing input is what the answer is.
+    lines = ['rule fz_sq0 : count = trtllm_max_concurrency * 2 "a doc"']
+    lines += [f'rule fz_sq{i} : count = fz_sq{i - 1} * fz_sq{i - 1} + 1 "a doc"' for i in range(1, 60)]
+    lines += ['override rule overhead : bytes = fz_sq59 * 1 B "a doc"']
+    path = tmp_path / "fuzz.mem"
+    path.write_text("\n".join(lines) + "\n")
+    code, out, err = run("estimate", "qwen3-30b-a3b", "--rules", str(path), "--set", "zero_stage=3")
+    assert code == 2 and out == ""
+    assert "needs values for: capacity" in err

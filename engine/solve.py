@@ -55,6 +55,11 @@ class SolveResult:
                 "constraints": list(self.constraints)}
 
 
+def _gb(value) -> str:
+    """Bytes in GB to one decimal, in powers of ten past a billion GB (never 'inf')."""
+    return str(sympy.Float(value / 10**9, 3)) if value >= 10**18 else f"{float(value) / 1e9:,.1f}"
+
+
 def _fmt(value) -> str:
     """Bytes in GB and GiB; exact bytes below 0.1 GB, powers of ten past a billion GB."""
     if value < 10**8:
@@ -116,6 +121,8 @@ def solve(scenario: Scenario, direction: str, unknown: str, target: str = "total
             value = sympy.nan
         if value.is_extended_real is not True or not value.is_finite:
             raise _not_real(scenario, target, unknown, x)
+        if not value.is_Rational:  # log2(1.5) B: the exact evaluation names the irrational rule
+            scenario.with_values(**{unknown: x}).evaluate(target)
         return value
 
     # candidate values: 1, 2, 3... or powers of two, times multiple_of
@@ -199,7 +206,10 @@ def _check_monotone_uncached(f, sym, lo, hi, increasing, unknown, at) -> None:
     xs = np.unique(np.concatenate([np.arange(lo, min(hi, lo + 64) + 1),
                                    np.floor(np.geomspace(max(lo, 1), max(hi, 1), 400))]))
     with np.errstate(all="ignore"):  # an overflow is an infinity, still ordered
-        ys = real_values(compile_expr(f, [sym])(xs), len(xs))
+        try:
+            ys = real_values(compile_expr(f, [sym])(xs), len(xs))
+        except OverflowError:  # a constant past float64 (64^(2^20)): ordered as an infinity
+            ys = np.array([_ordered(f.xreplace({sym: sympy.Integer(int(x))})) for x in xs])
         for x in xs[np.isnan(ys)][:1]:
             at(int(x))  # not a real number there: the exact value names the rule
         d = np.diff(ys)
@@ -210,6 +220,17 @@ def _check_monotone_uncached(f, sym, lo, hi, increasing, unknown, at) -> None:
         raise UsageError(f"the target is not {'non-decreasing' if increasing else 'non-increasing'} "
                          f"in '{unknown}' (it turns near {unknown}={where}), so no search can be trusted",
                          hint=f"use 'solve {'min' if increasing else 'max'}' or fix other inputs")
+
+
+def _ordered(value) -> float:
+    """An exact value as a float that keeps its order: beyond float64 an infinity, not a real
+    number NaN."""
+    if not value.is_Rational:
+        return float("nan") if not value.is_extended_real else float(sympy.sign(value)) * float("inf")
+    try:
+        return float(value)
+    except OverflowError:
+        return float("inf") if value > 0 else float("-inf")
 
 
 def _check_bits(f, sym, largest: int, target: str, unknown: str) -> None:
@@ -320,6 +341,8 @@ def _symbolic_roots(scenario, unknown, target, value):
     expr = _active_branch(expr, {**point, sym: value})
     if not _smooth_in(expr, sym):
         return f"no closed form: ceil/floor/max in {unknown}"
+    if expr.has(sympy.log, sympy.exp):  # sympy's simplify raises 3/2 to huge powers combining logs
+        return "no closed form: a logarithm in the target"
     x = sympy.Dummy(unknown, positive=True)
     try:
         roots = sympy.solve(sympy.Eq(expr.xreplace({sym: x}), _CAP), x)
@@ -347,4 +370,4 @@ def _infeasible(scenario, target, unknown, x, need, capacity, direction) -> Infe
     where = _where(unknown, x, direction)
     return InfeasibleError(
         f"does not fit {where}: {target} needs {_fmt(need)} > capacity {_fmt(capacity)}; "
-        f"the largest part is {largest} ({float(parts.get(largest, need)) / 1e9:,.1f} GB)")
+        f"the largest part is {largest} ({_gb(parts.get(largest, need))} GB)")

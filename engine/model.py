@@ -199,6 +199,8 @@ class Scenario:
                 value = expr.xreplace(sub)
             except TypeError as exc:  # sympy cannot order a number that is not real (zoo > 2)
                 raise _not_real(lib, name, expr, sub, str(exc)) from None
+            except ValueError as exc:  # min(x, nan): "The argument 'nan' is not comparable"
+                raise _not_real(lib, name, expr, sub, f"it compares an undefined value ({exc})") from None
             if not value.is_Rational and value.is_number and value.is_extended_real is False and value.is_finite:
                 # sqrt(-1), log2(-1): not a number of bytes (zoo stays 'undefined' in evaluate)
                 raise _not_real(lib, name, expr, sub, f"its value is {sympy.sstr(value)}")

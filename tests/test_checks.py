@@ -114,25 +114,28 @@ def test_estimate_with_an_irrational_rule_is_a_located_error(tmp_path):
     assert lines[-1] == "hint: memform's figures are exact: round it with floor() or ceil()"
 
 
+def _only(path, doc):
+    """The library with ``path`` and the check of that doc string, resolved."""
+    lib = engine.load(extra=[path])
+    return (lib, *next(i for i in lib.lowered_checks if i[0].doc == doc))
+
+
 def test_a_check_dividing_by_a_rule_that_is_zero_fails_with_the_rule(tmp_path):
     # fuzzer: 0.5 / lm_head_params (0 for a tied head) put zoo in the compiled check,
     # "KeyError: 'ComplexInfinity'" in the numpy printer
     path = tmp_path / "mine.mem"
     path.write_text('check "zoo" : 5e20 / intermediate_size + 0.5 / lm_head_params >= 0\n')
-    code, out, err = run("check", str(path), "--samples", "2")
-    assert code == 1 and err == ""
-    fail = out[out.index("FAIL  zoo"):].splitlines()
-    assert fail[1].endswith("not a finite real number")
+    result = run_check(*_only(path, "zoo"), samples=2)
+    assert not result.ok and "not a finite real number" in result.failure
 
 
 def test_a_check_beyond_float64_fails_saying_so(tmp_path):
     # fuzzer: a 300-digit constant, "OverflowError: int too large to convert to float" in run_check
     path = tmp_path / "mine.mem"
     path.write_text(f'check "big" : hidden_size * {"9" * 330} >= 0\n')
-    code, out, err = run("check", str(path), "--samples", "2")
-    assert code == 1 and err == ""
-    assert (f"FAIL  big\n      {path}:1: its values exceed float64's range (about 1.8e308), in which checks "
-            "are sampled: it tested nothing\n") in out
+    result = run_check(*_only(path, "big"), samples=2)
+    assert result.failure == ("its values exceed float64's range (about 1.8e308), in which checks are "
+                              "sampled: it tested nothing")
 
 
 def test_a_value_of_more_than_4300_digits_is_printed(tmp_path):
@@ -157,3 +160,14 @@ def test_a_rule_squared_60_times_over_a_missing_input_is_reported_not_expanded(t
     code, out, err = run("estimate", "qwen3-30b-a3b", "--rules", str(path), "--set", "zero_stage=3")
     assert code == 2 and out == ""
     assert "needs values for: capacity" in err
+
+
+def test_a_comparison_with_an_undefined_value_is_a_located_error(tmp_path):
+    # fuzzer (rules, seed 1205): blocks_of = 100 / offloads_params is 100 / 0 here, and sympy's
+    # min(cached_tokens, nan) raised "ValueError: The argument 'nan' is not comparable"
+    path = tmp_path / "fuzz.mem"
+    path.write_text('override\n  rule\n  blocks_of :\n  tokens = 100\t/ # c\noffloads_params "u"\n')
+    code, out, err = run("estimate", "gemma2-2b", "--rules", str(path))
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert "rule 'kv_cache' is not a real number here: it compares an undefined value" in err
+    assert "cached_tokens=nan" in err.splitlines()[-1]

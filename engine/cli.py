@@ -87,6 +87,11 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--tp", type=int, metavar="N", help="tensor-parallel size (vLLM's --tensor-parallel-size)")
     srv.add_argument("--pp", type=int, metavar="N", help="pipeline-parallel size (vLLM's --pipeline-parallel-size)")
     srv.add_argument("--json", action="store_true", help="print JSON (errors too, as {\"error\": ...})")
+    want = srv.add_mutually_exclusive_group()
+    want.add_argument("--min-tp-for", type=int, metavar="C",
+                      help="the smallest tp at which C requests of max_model_len tokens fit at once")
+    want.add_argument("--max-len-for", type=int, metavar="C",
+                      help="the longest max_model_len at which C requests fit at once")
 
     shw = sub.add_parser("show", parents=[common], help="the simplified symbolic expression of a rule")
     shw.add_argument("rule", metavar="RULE")
@@ -336,12 +341,47 @@ def cmd_serve(args, out) -> int:
             args.sets.append(f"{flag}={value}")
     explicit = {parse_setting(lib, text)[0] for text in args.sets}
     args.no_divisibility = False  # the engine shards heads and layers whole
-    result = serve(_scenario(lib, args, args.model), args.engine, formulas=not args.json, explicit=explicit)
+    requests = args.min_tp_for if args.min_tp_for is not None else args.max_len_for
+    if requests is None:
+        result = serve(_scenario(lib, args, args.model), args.engine, formulas=not args.json, explicit=explicit)
+        if args.json:
+            out.write(json.dumps(result.to_json(), indent=2) + "\n")
+        else:
+            result.print_table(out)
+        return 0 if result.fits else 1
+    return _serve_solve(lib, args, out, explicit, requests)
+
+
+def _serve_solve(lib, args, out, explicit, requests: int) -> int:
+    """``serve --min-tp-for C`` / ``--max-len-for C``: the answer, what it rests on, and the
+    engine's breakdown there."""
+    from .report import json_number
+    from .serve import max_len_for, min_tp_for, serve
+    if not 1 <= requests <= 10**6:
+        raise UsageError(f"the concurrency takes a whole number from 1 to 1,000,000, not {requests}")
+    if args.min_tp_for is not None and args.tp is not None:
+        raise UsageError("--min-tp-for searches tp: drop --tp")
+    if args.max_len_for is not None and "seq_len" in explicit:
+        raise UsageError("--max-len-for searches max_model_len: drop --set max_model_len")
+    scenario = _scenario(lib, args, args.model)
+    solver = min_tp_for if args.min_tp_for is not None else max_len_for
+    answer = solver(scenario, args.engine, explicit, requests)
+    result = answer.result
     if args.json:
-        out.write(json.dumps(result.to_json(), indent=2) + "\n")
+        data = result.to_json()
+        data["solve"] = {"question": answer.question, "value": answer.value,
+                         "tried": [[v, json_number(c)] for v, c in answer.tried]}
+        out.write(json.dumps(data, indent=2) + "\n")
+        return 0
+    tried = ", ".join(f"{v:,}: {float(c):,.2f}x" for v, c in answer.tried)
+    if args.min_tp_for is not None:
+        out.write(f"smallest tp for {requests:,} requests of {int(result.scenario.values['seq_len']):,} tokens: "
+                  f"tp={answer.value}   (maximum concurrency at each tp tried: {tried})\n")
     else:
-        result.print_table(out)
-    return 0 if result.fits else 1
+        out.write(f"longest max_model_len for {requests:,} requests: {answer.value:,} tokens   "
+                  f"(maximum concurrency at each length tried: {tried})\n")
+    serve(result.scenario, args.engine, explicit=set(explicit) | {"tp", "seq_len"}).print_table(out)
+    return 0
 
 
 def _show(expr) -> str:

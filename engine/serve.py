@@ -184,3 +184,85 @@ def serve(scenario: Scenario, engine: str = "vllm", formulas: bool = True, expli
         from .estimate import formula, show_text
         shown = {n: show_text(formula(scenario, n, keep=KEPT, opaque=OPAQUE)) for n in listed}
     return Serving(scenario, engine, rules, shown)
+
+
+# ---------------------------------------------------------------- solving over serving
+#: tensor-parallel sizes tried by --min-tp-for (the engines shard over powers of two)
+TP_SIZES = (1, 2, 4, 8, 16, 32, 64)
+
+
+@dataclass
+class ServingSolve:
+    """The answer of a serving question: the value found, the serving budget there, and the
+    concurrency at the values tried (what the answer rests on)."""
+
+    question: str
+    value: int
+    result: Serving
+    tried: list  # (value, concurrency)
+
+
+def _concurrency(result: Serving):
+    return result.rules[ENGINES[result.engine].concurrency]
+
+
+def _valid_tp(scenario: Scenario, tp: int) -> bool:
+    """Whether the engine can shard the model over ``tp`` GPUs (heads divide; layout.check)."""
+    from .errors import EngineError
+    from .layout import check
+    try:
+        check(scenario.with_values(tp=tp))
+    except EngineError:
+        return False
+    return True
+
+
+def min_tp_for(scenario: Scenario, engine: str, explicit, requests: int) -> ServingSolve:
+    """The smallest tensor-parallel size at which ``requests`` requests of max_model_len tokens
+    fit the engine's KV cache at once; an InfeasibleError naming the best one tried if none does."""
+    from .errors import InfeasibleError
+    tried, best = [], None
+    for tp in TP_SIZES:
+        if not _valid_tp(scenario, tp):
+            continue
+        result = serve(scenario.with_values(tp=tp), engine, formulas=False, explicit=set(explicit) | {"tp"})
+        tried.append((tp, _concurrency(result)))
+        best = result
+        if _concurrency(result) >= requests:
+            return ServingSolve(f"smallest tp for {requests:,} requests", tp, result, tried)
+    at = ", ".join(f"tp={t}: {float(c):,.2f}x" for t, c in tried) or "no tp divides the model's heads"
+    length = int(serving_scenario(scenario, engine, explicit).values["seq_len"])
+    raise InfeasibleError(f"{requests:,} requests of {length:,} tokens do "
+                          f"not fit at any tp up to {TP_SIZES[-1]} ({at})",
+                          hint="lower max_model_len or the concurrency, or add pipeline stages (--pp)")
+
+
+def max_len_for(scenario: Scenario, engine: str, explicit, requests: int) -> ServingSolve:
+    """The longest max_model_len (a multiple of the engine's block or page size, at most the
+    model's max_position_embeddings) at which ``requests`` requests fit at once: concurrency
+    falls as the length grows, so a bisection over whole blocks."""
+    from .errors import InfeasibleError
+    step = int(scenario.evaluate({"vllm": "block_size", "sglang": "page_size", "trtllm": "tokens_per_block"}[engine]))
+    top = int(scenario.evaluate("max_position_embeddings")) // step
+    names = set(explicit) | {"seq_len"}
+
+    def at(blocks: int) -> Serving:
+        return serve(scenario.with_values(seq_len=blocks * step), engine, formulas=False, explicit=names)
+
+    tried = []
+    low = at(1)
+    tried.append((step, _concurrency(low)))
+    if _concurrency(low) < requests:
+        raise InfeasibleError(f"fewer than {requests:,} requests fit even at max_model_len={step} "
+                              f"({float(_concurrency(low)):,.2f}x)",
+                              hint="raise gpu_memory_utilization or tp, or lower the concurrency")
+    lo, hi, best = 1, top, low  # at(lo) holds; find the last blocks count that holds
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        result = at(mid)
+        tried.append((mid * step, _concurrency(result)))
+        if _concurrency(result) >= requests:
+            lo, best = mid, result
+        else:
+            hi = mid - 1
+    return ServingSolve(f"longest max_model_len for {requests:,} requests", lo * step, best, sorted(tried))

@@ -339,3 +339,36 @@ def test_sliding_window_layers_keep_only_their_window(lib):
     assert s.evaluate("kv_cache") == 2 * per * (21 * 8192 + 21 * 4096)
     # within the window both kinds keep every token
     assert s.with_values(seq_len=4096).evaluate("kv_cache") == 2 * per * 42 * 4096
+
+
+# ---------------------------------------------------------------- solving over serving
+def test_longest_max_model_len_for_a_concurrency(capsys):
+    # Llama-3.1-8B on one H100 at 0.9: 27,927 blocks of 16 tokens (derived by hand in
+    # test_llama31_8b_on_one_h100_at_0_9; they do not depend on max_model_len).  54 requests fit
+    # while ceil(L / 16) <= 27927 / 54 = 517.2, i.e. up to 517 x 16 = 8,272 tokens
+    code, out, _ = run("serve", "llama3.1-8b", "--gpu", "h100-80g", "--max-len-for", "54", "--json")
+    got = json.loads(out)
+    assert code == 0 and got["solve"]["value"] == 8272
+    assert got["rules"]["num_gpu_blocks"] == 27927 and got["max_model_len"] == 8272
+    assert dict(got["solve"]["tried"])[8288] < 54 <= dict(got["solve"]["tried"])[8272]
+
+
+def test_smallest_tp_for_a_concurrency():
+    # Llama-3.1-70B, 8k requests on H100s: tp=2 leaves no room for 50 (the bf16 weights alone are
+    # 70.6 GB per GPU), tp=4 does (the README's table: 55.50x)
+    code, out, err = run("serve", "llama3.1-70b", "--gpu", "h100-80g", "--set", "max_model_len=8192",
+                         "--min-tp-for", "50")
+    assert code == 0
+    assert out.startswith("smallest tp for 50 requests of 8,192 tokens: tp=4   (maximum concurrency at each tp tried: 1: ")
+    assert "llama3.1-70b on h100-80g: vllm, tp=4 pp=1" in out
+
+
+def test_serving_solves_that_cannot_be_met_exit_1():
+    code, out, err = run("serve", "llama3.1-70b", "--gpu", "rtx4090", "--set", "max_model_len=8192",
+                         "--min-tp-for", "500")
+    assert code == 1 and out == ""
+    assert err.startswith("memform: error: 500 requests of 8,192 tokens do not fit at any tp up to 64 (tp=1: ")
+    code, out, err = run("serve", "llama3.1-70b", "--gpu", "rtx4090", "--max-len-for", "1")
+    assert code == 1 and "fewer than 1 requests fit even at max_model_len=16" in err
+    code, _, err = run("serve", "llama3.1-8b", "--gpu", "h100-80g", "--tp", "2", "--min-tp-for", "5")
+    assert code == 2 and "--min-tp-for searches tp: drop --tp" in err

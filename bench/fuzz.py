@@ -923,7 +923,45 @@ def odd_number(rng):
 
 SIZE_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
                "vocab_size", "head_dim", "intermediate_size")
-FAMILIES = ["llama", "mistral", "qwen2", "gemma", "mixtral", "qwen2_moe", "deepseek_v3", "gpt2"]
+from engine.hfconfig import FAMILIES as _HF_FAMILIES  # noqa: E402 (ROOT is on the path above)
+FAMILIES = sorted(_HF_FAMILIES)
+#: quantization_config blocks as checkpoints write them, mutated before use
+QUANT_BLOCKS = [
+    {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True, "damp_percent": 0.01},
+    {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"},
+    {"quant_method": "fp8", "activation_scheme": "dynamic"},
+    {"quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3", "weight_block_size": [128, 128]},
+    {"quant_method": "compressed-tensors", "format": "int-quantized", "ignore": ["lm_head"],
+     "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+         "num_bits": 8, "type": "int", "strategy": "channel", "symmetric": True, "dynamic": False}}}},
+    {"quant_method": "compressed-tensors", "format": "pack-quantized",
+     "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+         "num_bits": 4, "type": "int", "strategy": "group", "group_size": 128, "symmetric": False}}}},
+    {"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4",
+     "bnb_4bit_use_double_quant": True},
+    {"quant_method": "bitsandbytes", "load_in_8bit": True},
+    {"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn", "lm_head"]},
+]
+
+
+def quant_block(rng):
+    """A quantization_config block: a real layout with one or two of its fields mutated."""
+    block = json.loads(json.dumps(rng.choice(QUANT_BLOCKS)))
+    for _ in range(rng.choice([0, 1, 1, 2])):
+        target = block
+        if "config_groups" in block and rng.random() < 0.5:
+            target = block["config_groups"]["group_0"]["weights"] if isinstance(block["config_groups"], dict) \
+                and "group_0" in block["config_groups"] else block
+        key = rng.choice(list(target) + ["bogus", "[/b]"])
+        op = rng.random()
+        if op < 0.3:
+            target.pop(key, None)
+        elif op < 0.9:
+            target[key] = rng.choice([None, True, False, "", "x", [], {}, [128, 64], -1, 0, 3, 5, 2**63,
+                                      0.5, "e5m2", "group", "block", "tensor", "float", ["model.layers.0.mlp"]])
+        else:
+            return rng.choice([None, "fp8", [], 7, {"quant_method": 1}])
+    return block
 EXTRA_FIELDS = ["num_local_experts", "n_routed_experts", "num_experts_per_tok", "n_shared_experts",
                 "moe_intermediate_size", "first_k_dense_replace", "q_lora_rank", "kv_lora_rank",
                 "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "n_embd", "n_layer", "n_head",
@@ -961,6 +999,8 @@ def gen_config(rng, ctx) -> dict:
         else:
             value = rng.choice([0, 1, 2, 8, 64, 1024, None, True, "x", odd_number(rng)])
             pairs.append((rng.choice(EXTRA_FIELDS), value))
+    if rng.random() < 0.15:
+        pairs = [(k, v) for k, v in pairs if k != "quantization_config"] + [("quantization_config", quant_block(rng))]
     doc = dump(pairs) if pairs else "{}"
     r = rng.random()
     if r < 0.03:

@@ -372,3 +372,18 @@ def test_serving_solves_that_cannot_be_met_exit_1():
     assert code == 1 and "fewer than 1 requests fit even at max_model_len=16" in err
     code, _, err = run("serve", "llama3.1-8b", "--gpu", "h100-80g", "--tp", "2", "--min-tp-for", "5")
     assert code == 2 and "--min-tp-for searches tp: drop --tp" in err
+
+
+def test_vllm_keeps_the_fused_moe_workspace_through_the_sampler(lib):
+    # vllm 0.19's Triton MoE experts take two workspaces from a manager that never frees them
+    # (docs/research/vllm-moe-workspace.md): for Qwen3-30B-A3B, 8192 tokens x top-8 x bf16 x
+    # (max(768, 2048) + max(2 x 768, 2048)) = 0.5 GiB, on top of the sampler's peak (1024 rows x
+    # 151,936 x 15 B and the 8192 x 2048 bf16 hidden states); the log says 2.68 GiB
+    s = Scenario.create(lib, "qwen3-30b-a3b", "h100-80g", values={"seq_len": 8192})
+    r = serve(s, formulas=False, explicit={"seq_len"}).rules
+    workspace = 8192 * 8 * 2 * (2048 + 2048)
+    assert workspace == GiB // 2
+    assert r["activation_peak"] == 1024 * 151936 * 15 + 8192 * 2048 * 2 + workspace
+    dense = serve(Scenario.create(lib, "llama3.1-8b", "h100-80g", values={"seq_len": 8192}),
+                  formulas=False, explicit={"seq_len"}).rules
+    assert dense["activation_peak"] == 1024 * 128256 * 15 + 8192 * 4096 * 2  # no experts, no workspace

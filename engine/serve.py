@@ -26,6 +26,9 @@ class Engine:
     header: tuple  # (label, rule or input) shown in the first line
     extra: tuple  # further rules evaluated for the JSON form
     advice: str
+    #: (budget, free at startup, the largest fraction): the engine refuses to start when its
+    #: budget exceeds the free memory (vLLM); empty where it does not check
+    startup: tuple = ()
 
 
 #: the engines modelled, each as its log names things
@@ -48,8 +51,9 @@ ENGINES = {
                 ("max_num_seqs", "max_num_seqs"), ("max_num_batched_tokens", "max_num_batched_tokens"),
                 ("block_size", "block_size")),
         extra=("block_size", "total_gpu_memory", "profile_forward_peak", "profile_sampler_peak",
-               "kv_layer_token_bytes"),
-        advice="vLLM refuses to start (lower max_model_len, raise gpu_memory_utilization or tp)"),
+               "kv_layer_token_bytes", "startup_free_gpu_memory", "max_gpu_memory_utilization"),
+        advice="vLLM refuses to start (lower max_model_len, raise gpu_memory_utilization or tp)",
+        startup=("requested_memory", "startup_free_gpu_memory", "max_gpu_memory_utilization")),
     # SGLang's "GB" is GiB
     "sglang": Engine(
         breakdown=(("startup_free_memory", "free at startup ('Load weight begin. avail mem', T0)"),
@@ -133,13 +137,25 @@ class Serving:
         console.print(table)
         console.print(f"GPU KV cache size: {scaled(r[engine.tokens], 1, 0)} tokens; maximum concurrency for "
                       f"{scaled(v['seq_len'], 1, 0)} tokens per request: {float(r[engine.concurrency]):.2f}x")
-        if not self.fits:
+        if not self.starts:
+            budget, free, most = engine.startup
+            console.print(f"does not start: its budget {gib(r[budget])} GiB is more than the {gib(r[free])} GiB free "
+                          f"at startup (other_process_memory {gib(v['other_process_memory'])} GiB); "
+                          f"gpu_memory_utilization can be at most {float(r[most]):.3f}")
+        elif not self.fits:
             console.print(f"does not serve one request of {scaled(v['seq_len'], 1, 0)} tokens: {engine.advice}")
 
     @property
+    def starts(self) -> bool:
+        """Whether the engine starts: its budget fits in the memory free at startup (vLLM)."""
+        startup = ENGINES[self.engine].startup
+        return not startup or self.rules[startup[0]] <= self.rules[startup[1]]
+
+    @property
     def fits(self) -> bool:
-        """Whether one request of max_model_len (context_len) tokens fits the KV cache."""
-        return self.rules[ENGINES[self.engine].tokens] >= self.scenario.values["seq_len"]
+        """Whether the engine starts and one request of max_model_len (context_len) tokens fits
+        the KV cache."""
+        return self.starts and self.rules[ENGINES[self.engine].tokens] >= self.scenario.values["seq_len"]
 
 
 def _setting(value) -> str:
@@ -228,7 +244,7 @@ def min_tp_for(scenario: Scenario, engine: str, explicit, requests: int) -> Serv
         result = serve(scenario.with_values(tp=tp), engine, formulas=False, explicit=set(explicit) | {"tp"})
         tried.append((tp, _concurrency(result)))
         best = result
-        if _concurrency(result) >= requests:
+        if result.starts and _concurrency(result) >= requests:
             return ServingSolve(f"smallest tp for {requests:,} requests", tp, result, tried)
     at = ", ".join(f"tp={t}: {float(c):,.2f}x" for t, c in tried) or "no tp divides the model's heads"
     length = int(serving_scenario(scenario, engine, explicit).values["seq_len"])
@@ -252,6 +268,9 @@ def max_len_for(scenario: Scenario, engine: str, explicit, requests: int) -> Ser
     tried = []
     low = at(1)
     tried.append((step, _concurrency(low)))
+    if not low.starts:
+        raise InfeasibleError("the engine does not start: its budget is more than the memory free at startup",
+                              hint="lower gpu_memory_utilization (see max_gpu_memory_utilization)")
     if _concurrency(low) < requests:
         raise InfeasibleError(f"fewer than {requests:,} requests fit even at max_model_len={step} "
                               f"({float(_concurrency(low)):,.2f}x)",

@@ -387,3 +387,24 @@ def test_vllm_keeps_the_fused_moe_workspace_through_the_sampler(lib):
     dense = serve(Scenario.create(lib, "llama3.1-8b", "h100-80g", values={"seq_len": 8192}),
                   formulas=False, explicit={"seq_len"}).rules
     assert dense["activation_peak"] == 1024 * 128256 * 15 + 8192 * 4096 * 2  # no experts, no workspace
+
+
+def test_vllm_does_not_start_beside_a_process_that_leaves_too_little(lib):
+    # vLLM v0.19 logs 0.51 GiB in use at startup on one H100 (79.19 GiB total, 78.68 free:
+    # every tp = 1 row of tests/published/vllm_serving.json); its budget must fit in what is free
+    for row in PUBLISHED:
+        logged = row["measured"].get("values", {})
+        if row["parallelism"]["tp"] * row["parallelism"]["pp"] == 1 and "initial_free_gib" in logged:
+            assert round(logged["total_gpu_gib"] - logged["initial_free_gib"], 2) == 0.51
+    s = Scenario.create(lib, "llama3.1-8b", "h100-80g",
+                        values=dict(parse_setting(lib, t) for t in ("seq_len=8192", "total_gpu_memory=79.19GiB")))
+    r = serve(s, formulas=False, explicit={"seq_len", "total_gpu_memory"})
+    assert r.rules["startup_free_gpu_memory"] == Fraction(7868, 100) * GiB and r.starts
+    # beside a process holding 20 GiB: 79.19 - 20 - 0.51 = 58.68 GiB free, at most 58.68 / 79.19
+    beside = s.with_values(other_process_memory=sympy.Integer(20 * GiB))
+    r = serve(beside, formulas=False, explicit={"seq_len", "total_gpu_memory", "other_process_memory"})
+    assert r.rules["max_gpu_memory_utilization"] == Fraction(5868, 7919)
+    assert not r.starts and not r.fits  # 0.9 x 79.19 = 71.27 GiB > 58.68 GiB
+    code, out, _ = run("serve", "llama3.1-8b", "--gpu", "h100-80g", "--set", "max_model_len=8192",
+                       "--set", "other_process_memory=20GiB")
+    assert code == 1 and "does not start: its budget" in out and "can be at most 0.7" in out

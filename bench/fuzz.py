@@ -1101,7 +1101,9 @@ def gen_cli(rng, ctx) -> dict:
                     "x" * 300],
             "format": ["md", "latex", "html", "bogus"],
             "keep": ["micro_batch", "seq_len", "dp", "bogus", "total"],
-            "engine": ["vllm", "vllm", "sglang", ""],
+            "engine": ["vllm", "vllm", "sglang", "trtllm", ""],
+            "min-tp-for": ["1", "8", "50", "0", "-1", "1000001", "x", "99999999999999999999"],
+            "max-len-for": ["1", "8", "64", "0", "-3", "1000001", "x"],
             "tp": ["1", "2", "8", "0", "-1", "3", "1000000", "x"],
             "pp": ["1", "2", "4", "0", "-2", "99999999999999999999"],
         }
@@ -1120,7 +1122,7 @@ def gen_cli(rng, ctx) -> dict:
              "plan": ["gpu", "capacity", "gpus", "sort", "top", "max-micro-batch", "json", "set", "rules",
                       "no-divisibility"],
              "names": ["json", "rules"],
-             "serve": ["engine", "gpu", "capacity", "tp", "pp", "json", "set", "rules"],
+             "serve": ["engine", "gpu", "capacity", "tp", "pp", "json", "set", "rules", "min-tp-for", "max-len-for"],
              "check": ["samples"], "presets": [], "docs": ["format", "out", "check"],
              "plot": ["x", "range", "gpu", "capacity", "out", "set", "rules"], "junk": []}[cmd]
     unknowns = ["micro_batch", "seq_len", "dp", "tp", "pp", "cp", "n_params", "hidden_size", "zero_stage",

@@ -51,8 +51,9 @@ CT_GROUP_FIELDS = {"targets", "weights", "input_activations", "output_activation
 #: methods people meet that memform does not model yet
 NOT_MODELLED = ("mxfp4", "modelopt", "fbgemm_fp8", "hqq", "eetq", "quanto", "torchao", "aqlm", "exl2",
                 "gguf", "higgs", "vptq", "spqr", "bitnet", "fp_quant", "auto-round", "quark", "compressed_tensors")
-#: module names an ignore list may give: what memform never quantises anyway
-UNQUANTISED = ("lm_head", "embed_tokens", "wte", "embed_out", "gate", "router", "norm")
+#: module names an ignore list may give: what memform never quantises anyway (the last part of
+#: the module path; norms by their suffix)
+UNQUANTISED = ("lm_head", "embed_tokens", "wte", "embed_out", "gate", "router")
 
 
 def read(src, block, values: dict) -> None:
@@ -93,7 +94,7 @@ def _check_ignored(src, block: dict, key: str) -> None:
         raise src.error(DomainError, f"field '{key}' must be a list of module names", key)
     for name in names:
         last = name.removeprefix("re:").rstrip("$").split(".")[-1].strip("*")
-        if not any(part in last for part in UNQUANTISED):
+        if last not in UNQUANTISED and not last.endswith("norm"):
             raise src.error(DomainError, f"'{shown(name)}' in '{key}' leaves a projection unquantised, which "
                             "memform does not model (it quantises every projection and keeps the embeddings, "
                             "output head, norms and routers in the model dtype)", key)

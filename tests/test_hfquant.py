@@ -75,6 +75,13 @@ def test_quantised_checkpoint_bytes(lib, tmp_path, block, per_weight, per_row):
     assert weights(lib, tmp_path, block) == LINEAR * per_weight + ROWS * per_row + REST
 
 
+def test_ignore_lists_of_what_stays_unquantised_anyway_are_accepted(lib, tmp_path):
+    block = {"quant_method": "fp8", "activation_scheme": "dynamic",
+             "modules_to_not_convert": ["lm_head", "model.embed_tokens", "model.layers.0.mlp.gate",
+                                        "re:.*input_layernorm$"]}
+    assert weights(lib, tmp_path, block) == LINEAR + REST
+
+
 def test_fp8_on_a_bf16_checkpoint_keeps_embeddings_in_bf16(lib):
     # vLLM's --quantization fp8 is weight_dtype=fp8_e4m3 (per-tensor scales by default)
     s = Scenario.create(lib, "llama3.1-8b", values={"mode": "infer", "weight_dtype": "fp8_e4m3"})
@@ -97,6 +104,8 @@ def run(*argv):
     ({"quant_method": "gptq", "bits": 4, "lm_head": True}, "a quantised output head (lm_head) is not modelled"),
     ({"quant_method": "fp8", "modules_to_not_convert": ["model.layers.0.mlp.down_proj"]},
      "leaves a projection unquantised"),
+    ({"quant_method": "fp8", "modules_to_not_convert": ["lm_head", "model.layers.3.mlp.gate_proj"]},
+     "'model.layers.3.mlp.gate_proj' in 'modules_to_not_convert' leaves a projection unquantised"),
     ({"quant_method": "fp8", "weight_block_size": [128, 64]}, "'weight_block_size' must be two equal whole numbers"),
     ({"quant_method": "bitsandbytes"}, "set exactly one of 'load_in_4bit' and 'load_in_8bit'"),
     ({"quant_method": "compressed-tensors", "config_groups": {}}, "one entry in 'config_groups'"),

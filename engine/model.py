@@ -208,8 +208,7 @@ class Scenario:
                 # log(4)/log(2) is 2; sqrt(10^9) is a real number, but not an exact one
                 value = sympy.simplify(value)
                 if not value.is_Rational:
-                    raise _not_real(lib, name, expr, sub, f"its value {_short(value)} is irrational",
-                                    hint="memform's figures are exact: round it with floor() or ceil()")
+                    raise _not_real(lib, name, expr, sub, f"its value {_short(value)} is irrational", irrational=True)
             _check_size(value, name, lib)
             memo[name] = value
         return memo[name]
@@ -258,16 +257,18 @@ def _unknowns(name: str, value: sympy.Expr) -> sympy.Expr:
     return sympy.Function(f"pending_{name}")(*sorted(value.free_symbols, key=str))
 
 
-def _not_real(lib, name: str, expr, sub: dict, why: str, hint: str | None = None):
-    """A rule whose value leaves the (exact) real numbers, with the values of the names it uses."""
+def _not_real(lib, name: str, expr, sub: dict, why: str, irrational: bool = False):
+    """A rule whose value leaves the real numbers (or, ``irrational``, the exact ones), with the
+    values of the names it uses."""
     rule = lib.rules[name]
 
     def shown(s) -> str:
         decl = lib.decls.get(s.name)
         return decl.choice_of(int(sub[s])) if isinstance(decl, OptionDecl) else _short(sub[s])
     used = ", ".join(f"{s.name}={shown(s)}" for s in sorted(expr.free_symbols, key=str) if s in sub)
-    kind = "an exact number" if hint else "a real number"
-    hints = [h for h in (f"with {used}" if used else None, hint) if h]
+    kind = "an exact number" if irrational else "a real number"
+    rounding = "memform's figures are exact: round it with floor() or ceil()" if irrational else None
+    hints = [h for h in (f"with {used}" if used else None, rounding) if h]
     return DomainError(f"rule '{name}' is not {kind} here: {why}", rule.expr_span or rule.span,
                        hint="; ".join(hints) if hints else None)
 

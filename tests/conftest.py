@@ -25,3 +25,12 @@ def tiny():
     lib = engine.Library()
     lib.add_text(TINY, "tiny.mem")
     return lib.resolve()
+
+
+def squaring_chain(start: str, levels: int) -> str:
+    """A rule file the fuzzer found hard: fz_sq0 = start * 2, each next rule the previous one
+    squared plus one, and `overhead` the last of them in bytes."""
+    lines = [f'rule fz_sq0 : count = {start} * 2 "fz"']
+    lines += [f'rule fz_sq{i} : count = fz_sq{i - 1} * fz_sq{i - 1} + 1 "fz"' for i in range(1, levels)]
+    lines += [f'override rule overhead : bytes = fz_sq{levels - 1} * 1 B "fz"']
+    return "\n".join(lines) + "\n"

@@ -9,6 +9,7 @@ import engine
 from engine.checks import run_check, run_checks
 from engine.cli import main
 from engine.errors import UsageError
+from conftest import squaring_chain
 
 
 def run(*argv):
@@ -152,11 +153,8 @@ def test_a_rule_squared_60_times_over_a_missing_input_is_reported_not_expanded(t
     # fuzzer (rules, seed 1204): a chain x1 = x0 * x0 + 1 ... over trtllm_max_concurrency, which
     # waits for the GPU's capacity; sympy's assumptions on (x^2 + 1)^2 + 1 ... (degree 2^60) ran
     # for minutes.  The missing input is what the answer is.
-    lines = ['rule fz_sq0 : count = trtllm_max_concurrency * 2 "a doc"']
-    lines += [f'rule fz_sq{i} : count = fz_sq{i - 1} * fz_sq{i - 1} + 1 "a doc"' for i in range(1, 60)]
-    lines += ['override rule overhead : bytes = fz_sq59 * 1 B "a doc"']
     path = tmp_path / "fuzz.mem"
-    path.write_text("\n".join(lines) + "\n")
+    path.write_text(squaring_chain("trtllm_max_concurrency", 60))
     code, out, err = run("estimate", "qwen3-30b-a3b", "--rules", str(path), "--set", "zero_stage=3")
     assert code == 2 and out == ""
     assert "needs values for: capacity" in err

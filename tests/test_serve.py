@@ -306,22 +306,22 @@ def _vllm(lib, preset, **values):
     return s, serve(s, formulas=False, explicit=set(values)).rules
 
 
-@pytest.mark.parametrize("layers, sliding, window, group, groups, per_request", [
+@pytest.mark.parametrize("layers, sliding, window, step, group, groups, per_request", [
     # Gemma-2-2B: 13 sliding (4096) + 13 full layers -> one group of each; a request of 8192
     # tokens takes 8192 / 16 = 512 blocks in the full group and min(4096 - 1 + 8192, 8192) / 16
     # + 1 = 513 in the sliding one (vLLM v0.19 logs 81.73x from 83,770 blocks: 83770 / 1025)
-    (26, 13, 4096, 13, 2, 512 + 513),
+    (26, 13, 4096, 8192, 13, 2, 512 + 513),
     # Gemma-3-27B: 52 sliding (1024) + 10 full -> groups of 10 (52 >= 1.5 x 10): 1 + 6 groups;
     # the log's 15,997 blocks give 15997 // 7 x 16 = 36,560 tokens and 15997 / 3590 = 4.46x
-    (62, 52, 1024, 10, 7, 512 + 6 * 513),
+    (62, 52, 1024, 8192, 10, 7, 512 + 6 * 513),
     # 12 full + 13 sliding: 13 < 1.5 x 12, so groups of 13 (one of each kind, the full one padded)
-    (25, 13, 128, 13, 2, 512 + 513),
+    (25, 13, 128, 8192, 13, 2, 512 + 513),
     # a window shorter than the request, with a smaller step: 1024 - 1 + 2048 tokens -> 193 blocks
-    (26, 13, 1024, 13, 2, 512 + 193),
+    (26, 13, 1024, 2048, 13, 2, 512 + 193),
 ])
-def test_sliding_window_layers_in_vllm_groups(lib, layers, sliding, window, group, groups, per_request):
+def test_sliding_window_layers_in_vllm_groups(lib, layers, sliding, window, step, group, groups, per_request):
     values = {"num_hidden_layers": layers, "sliding_window_layers": sliding, "sliding_window": window,
-              "seq_len": 8192, "max_num_batched_tokens": 8192 if window != 1024 or layers != 26 else 2048}
+              "seq_len": 8192, "max_num_batched_tokens": step}
     s, r = _vllm(lib, "gemma2-9b", **values)
     assert s.evaluate("kv_group_size") == group and s.evaluate("kv_cache_groups") == groups
     page = 16 * 2 * 8 * 256 * 2  # 16 tokens x K,V x 8 KV heads x 256 x bf16, one layer

@@ -12,6 +12,7 @@ from engine.cli import main
 from engine.errors import InfeasibleError, UsageError
 from engine.model import Scenario
 from engine.solve import solve
+from conftest import squaring_chain
 
 H100 = 81559 * 2**20  # nvidia-smi memory.total of an H100 SXM5 80GB
 BARE = {"alloc_margin": 0, "cuda_context": 0, "comm_buffers": 0,  # the papers' formulas have no overhead
@@ -263,24 +264,18 @@ def test_an_unknown_named_numpy_does_not_break_the_monotonicity_check(tmp_path):
     assert out.startswith("max numpy = 85 ")  # 85 GB <= 81559 MiB = 85.52 GB < 86 GB
 
 
-def _run(*argv):
-    out, err = io.StringIO(), io.StringIO()
-    code = main(list(argv), out, err)
-    return code, out.getvalue(), err.getvalue()
-
-
 def test_a_logarithm_in_the_target_is_not_solved_symbolically(tmp_path):
     # fuzzer (rules, seed 1204): sympy's solve combined log2(1.5) into 1.5 raised to a huge
     # power for minutes.  Bytes of 1.5 + log2(1.5) are no exact figure: the located error
     path = tmp_path / "a b.mem"
     path.write_text('override rule weights : bytes = (1.5 + log2 ( 1.5 )) * 1 B "fz"\n')
-    code, out, err = _run("solve", "max", "micro_batch", "gemma-7b", "--gpu", "h100-80g", "--rules", str(path),
+    code, out, err = run("solve", "max", "micro_batch", "gemma-7b", "--gpu", "h100-80g", "--rules", str(path),
                           "--set", "mode=infer")
     assert code == 2 and out == ""
     assert "rule 'weights' is not an exact number here" in err
     # a logarithm whose value is exact is solved by search
     path.write_text('override rule weights : bytes = (1.5 + log2 ( 4 )) * 1 B "fz"\n')
-    code, out, err = _run("solve", "max", "micro_batch", "gemma-7b", "--gpu", "h100-80g", "--rules", str(path),
+    code, out, err = run("solve", "max", "micro_batch", "gemma-7b", "--gpu", "h100-80g", "--rules", str(path),
                           "--set", "mode=infer")
     assert code == 0 and "Traceback" not in err
 
@@ -288,12 +283,9 @@ def test_a_logarithm_in_the_target_is_not_solved_symbolically(tmp_path):
 def test_a_target_beyond_float64_is_infeasible_not_an_overflow(tmp_path):
     # fuzzer: overhead = ((128^2 + 1)^2 + 1)^2 ... nine times: the monotonicity check's float
     # evaluation raised OverflowError, and the message printed 'inf GB'
-    lines = ['rule fz_sq0 : count = nf4_block_size * 2 "fz"']
-    lines += [f'rule fz_sq{i} : count = fz_sq{i - 1} * fz_sq{i - 1} + 1 "fz"' for i in range(1, 10)]
-    lines += ['override rule overhead : bytes = fz_sq9 * 1 B "fz"']
     path = tmp_path / "fuzz.mem"
-    path.write_text("\n".join(lines) + "\n")
-    code, out, err = _run("solve", "max", "micro_batch", "mistral-7b", "--gpu", "h100-80g", "--rules", str(path))
+    path.write_text(squaring_chain("nf4_block_size", 10))
+    code, out, err = run("solve", "max", "micro_batch", "mistral-7b", "--gpu", "h100-80g", "--rules", str(path))
     assert code == 1 and out == ""
     assert "does not fit even at micro_batch=1" in err and "the largest part is overhead (" in err
     assert "inf" not in err

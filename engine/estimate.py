@@ -50,25 +50,36 @@ def derived(lib) -> frozenset[str]:
 def formula(scenario: Scenario, rule: str, keep=SHOWN_INPUTS, opaque=OPAQUE_RULES) -> sympy.Expr:
     """``rule`` with the scenario's options and inputs substituted, except the inputs in
     ``keep``; rules in ``opaque`` stay as names (so ``n_params`` reads as P)."""
+    from .rules import At
     lib = scenario.library
     pins = dict(scenario.pins())
-    bindings = scenario.bindings(exclude=keep)
-    memo: dict[str, sympy.Expr] = {}
 
-    def expand(name: str, top: bool = False) -> sympy.Expr:
+    def expand(name: str, bindings: dict, memo: dict, top: bool = False) -> sympy.Expr:
         if name in pins:
             return pins[name] if name not in opaque or top else sympy.Symbol(name)
         if name in opaque and not top:
             return sympy.Symbol(name)
         if name not in memo:
-            expr = lib.lowered[name].xreplace(bindings)
-            memo[name] = expr.xreplace({sympy.Symbol(d): expand(d) for d in lib.deps[name]
+            expr = lib.lowered[name]
+            if expr.has(At):  # target[k = v]: the target expanded anew with k rebound
+                expr = expr.replace(lambda e: isinstance(e, At), lambda e: at(e, bindings, memo))
+            expr = expr.xreplace(bindings)
+            memo[name] = expr.xreplace({sympy.Symbol(d): expand(d, bindings, memo) for d in lib.deps[name]
                                         if sympy.Symbol(d) in expr.free_symbols})
             _check_size(memo[name], name, lib)  # rules that square each other stop here
         return memo[name]
 
-    from .registry import apply_at
-    return apply_at(expand(rule, top=True))
+    def at(node, bindings: dict, memo: dict) -> sympy.Expr:
+        """As Scenario._at: the keys' new values in the current bindings, the target in the new ones."""
+        target, flat = node.args[0], node.args[1:]
+        sub = dict(bindings)
+        sub.update({s: expand(s.name, bindings, memo) for v in flat[1::2] for s in v.free_symbols
+                    if s.name in lib.rules})
+        rebound = dict(bindings)
+        rebound.update({k: v.xreplace(sub) for k, v in zip(flat[::2], flat[1::2])})
+        return expand(target.name, rebound, {}, top=True)
+
+    return expand(rule, scenario.bindings(exclude=keep), {}, top=True)
 
 
 def show(scenario: Scenario, rule: str, keep=SHOWN_INPUTS) -> sympy.Expr:

@@ -169,3 +169,25 @@ def test_a_comparison_with_an_undefined_value_is_a_located_error(tmp_path):
     assert code == 2 and out == "" and "Traceback" not in err
     assert "rule 'kv_cache' is not a real number here: it compares an undefined value" in err
     assert "cached_tokens=nan" in err.splitlines()[-1]
+
+
+def test_a_rebound_rule_inside_min_or_max_is_shown_and_evaluated(tmp_path):
+    # fuzzer (rules, seed 1208): the formula column bound the scenario's quant_group_size before
+    # expanding attention_tensors[quant_group_size = 5e20], leaving At(4, 128, 5e20) inside a max:
+    # "ValueError: The argument '2*At(4, 128, 500000000000000000000)' is not comparable"
+    path = tmp_path / "fuzz.mem"
+    path.write_text('override rule working_bytes : bytes = (attention_tensors [ quant_group_size = 5e20 ]) * bf16 "fz"\n')
+    code, out, err = run("estimate", "mistral-7b", "--rules", str(path))
+    assert code == 0 and "Traceback" not in err
+    code, out, err = run("show", "working_bytes", "mistral-7b", "--rules", str(path))
+    assert code == 0 and out.split()[-1] == "8"  # q, k, v and o weights (no biases) x 2 bytes
+
+
+def test_show_expands_a_rebound_target_under_the_new_binding():
+    # frozen_base_bytes uses quantised_params[quant_scope = linear]: with quant_scope = all the
+    # rebound target must still count only the projections.  Llama-2-7B by hand: 32 layers x
+    # (4 x 4096^2 + 3 x 4096 x 11008) = 6,476,005,376 NF4 weights at 0.5 + 1/64 + 4/(64 x 256)
+    # bytes (double quantisation), the other 262,410,240 parameters in bf16
+    code, out, err = run("show", "frozen_base_bytes", "llama2-7b", "--set", "finetune=qlora",
+                         "--set", "quant_scope=all")
+    assert code == 0 and out.split()[-1] == "3865591808"

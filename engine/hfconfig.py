@@ -55,6 +55,8 @@ NO_MEMORY_EFFECT = {
     "cache_implementation", "original_max_position_embeddings",
     # Granite: scalings of the embedding, the residual branches, attention scores and logits
     "embedding_multiplier", "residual_multiplier", "attention_multiplier", "logits_scaling",
+    # gpt-oss: the clamped SwiGLU's limit and slope, the context the YaRN scaling starts from
+    "swiglu_limit", "swiglu_alpha", "initial_context_length",
 }
 
 #: fields every family shares, under the library's own names
@@ -79,6 +81,9 @@ class Family:
     #: use_sliding_window is true; "alternate": layers 0, 2, 4 ... (Gemma 2).  A layer_types
     #: list overrides them.
     window: str = ""
+    #: config fields that repeat another field under a second name (gpt-oss writes both
+    #: experts_per_token and num_experts_per_tok): read when alone, checked equal when both are given
+    aliases: dict = field(default_factory=dict)
 
 
 FAMILIES = {
@@ -124,6 +129,15 @@ FAMILIES = {
     # Granite: Llama's layout; its embedding, residual, attention and logits multipliers are
     # scalars of the forward pass, not parameters (models/granite/modeling_granite.py)
     "granite": Family({"mlp": "swiglu", "norm": "rmsnorm"}, defaults={"tie_word_embeddings": False}),
+    # gpt-oss: q, k, v and o with biases, a sink logit per head, a router with a bias, experts
+    # (SwiGLU) with biases on gate_up and down, no shared experts; sliding-window layers 0, 2, 4 ...
+    # (transformers models/gpt_oss/modeling_gpt_oss.py, configuration_gpt_oss.py); vLLM keeps its
+    # rotary table in fp32 (vllm model_executor/models/gpt_oss.py)
+    "gpt_oss": Family({"mlp": "swiglu", "norm": "rmsnorm", "router_bias": "true", "mlp_bias": "true",
+                       "attention_sinks": "true", "shared_expert_gate": "false", "rope_cache_dtype": "fp32"},
+                      renames={"num_local_experts": "num_experts", "experts_per_token": "num_experts_per_tok"},
+                      defaults={"tie_word_embeddings": False, "attention_bias": True},
+                      window="alternate", aliases={"experts_per_token": "num_experts_per_tok"}),
     "gpt2": Family({"mlp": "gelu", "norm": "layernorm", "position_embedding": "learned",
                     "attention_bias": "true", "o_proj_bias": "true", "mlp_bias": "true",
                     "tie_word_embeddings": "true", "qkv_fused": "true", "gelu_kernel": "composite",
@@ -138,7 +152,7 @@ EXTRA = {"num_experts", "num_experts_per_tok", "n_shared_experts", "moe_intermed
          "shared_expert_intermediate_size", "first_k_dense_replace", "q_lora_rank", "kv_lora_rank",
          "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "attention_bias", "dropout"}
 #: families whose attention_bias also gives o_proj a bias (LlamaAttention and its copies)
-O_PROJ_FOLLOWS = ("llama", "mistral", "qwen3", "qwen3_moe", "gemma2", "olmo2", "granite")
+O_PROJ_FOLLOWS = ("llama", "mistral", "qwen3", "qwen3_moe", "gemma2", "olmo2", "granite", "gpt_oss")
 #: config fields that describe sliding-window layers (read where a family names a window scheme)
 WINDOW_FIELDS = ("sliding_window", "use_sliding_window", "max_window_layers", "layer_types")
 #: what HF's null means where it is not "absent, derive it": q_lora_rank = None builds no query
@@ -338,6 +352,11 @@ def read_config(path: str | Path, library) -> Config:
     given: dict = {}  # library name -> the field that set it
     ignored, unknown = [], []
     special = {"quantization_config"} & data.keys()  # fields read below, outside the one-to-one mapping
+    for alias, main in family.aliases.items():
+        if alias in data and main in data:
+            if data[alias] != data[main]:
+                raise src.error(DomainError, f"fields '{alias}' and '{main}' differ", alias, hint="keep one of them")
+            special.add(alias)  # the same value twice: read once, under its main name
     if family.window:
         special.update(k for k in WINDOW_FIELDS if k in data)
         if model_type == "gemma2" and "sliding_window_size" in data:
@@ -367,13 +386,14 @@ def read_config(path: str | Path, library) -> Config:
         if "hidden_size" in values:
             values.setdefault("intermediate_size", 4 * values["hidden_size"])
         values.setdefault("max_position_embeddings", sympy.Integer(1024))
-    if model_type in O_PROJ_FOLLOWS and data.get("attention_bias") is True:
+    if model_type in O_PROJ_FOLLOWS and (data.get("attention_bias") is True
+                                         or "attention_bias" not in data and family.defaults.get("attention_bias")):
         values["o_proj_bias"] = "true"  # Llama's attention_bias covers q, k, v and o
     if family.window:
         _read_window(family.window, data, values, src)
     if "quantization_config" in data:
         hfquant.read(src, data["quantization_config"], values)
-    if model_type in ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3"):
+    if model_type in ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt_oss"):
         if "moe_intermediate_size" not in values and "intermediate_size" in values:
             values["moe_intermediate_size"] = values["intermediate_size"]
     if model_type in ("qwen2_moe", "qwen3_moe") and data.get("mlp_only_layers"):

@@ -40,6 +40,7 @@ NO_LAYOUT_EFFECT = {
                      "bnb_4bit_quant_type", "bnb_4bit_use_double_quant", "bnb_4bit_compute_dtype",
                      "bnb_4bit_quant_storage", "llm_int8_threshold", "llm_int8_skip_modules",
                      "llm_int8_has_fp16_weight", "llm_int8_enable_fp32_cpu_offload"},
+    "mxfp4": {"quant_method", "modules_to_not_convert"},
     "compressed-tensors": {"quant_method", "config_groups", "format", "ignore", "kv_cache_scheme",
                            "quantization_status", "global_compression_ratio", "sparsity_config", "version",
                            "transform_config", "provider"},
@@ -49,7 +50,7 @@ CT_WEIGHT_FIELDS = {"num_bits", "type", "strategy", "group_size", "block_structu
                     "actorder", "observer", "observer_kwargs", "scale_dtype", "zp_dtype"}
 CT_GROUP_FIELDS = {"targets", "weights", "input_activations", "output_activations", "format"}
 #: methods people meet that memform does not model yet
-NOT_MODELLED = ("mxfp4", "modelopt", "fbgemm_fp8", "hqq", "eetq", "quanto", "torchao", "aqlm", "exl2",
+NOT_MODELLED = ("modelopt", "fbgemm_fp8", "hqq", "eetq", "quanto", "torchao", "aqlm", "exl2",
                 "gguf", "higgs", "vptq", "spqr", "bitnet", "fp_quant", "auto-round", "quark", "compressed_tensors")
 #: module names an ignore list may give: what memform never quantises anyway (the last part of
 #: the module path; norms by their suffix)
@@ -76,17 +77,18 @@ def read(src, block, values: dict) -> None:
                             f"quant_method '{method}'", key,
                             hint="known fields: " + ", ".join(sorted(NO_LAYOUT_EFFECT[method])))
     for key in ("ignored_layers", "modules_to_not_convert", "ignore", "llm_int8_skip_modules"):
-        _check_ignored(src, block, key)
+        _check_ignored(src, block, key, experts_only=method == "mxfp4")
     if block.get("lm_head", False) is not False:
         raise src.error(DomainError, "a quantised output head (lm_head) is not modelled; memform keeps it in the "
                         "model dtype", "lm_head")
     read_method = {"fp8": _fp8, "gptq": _gptq, "awq": _awq, "bitsandbytes": _bnb,
-                   "compressed-tensors": _compressed_tensors}[method]
+                   "compressed-tensors": _compressed_tensors, "mxfp4": _mxfp4}[method]
     values.update(read_method(src, block))
 
 
-def _check_ignored(src, block: dict, key: str) -> None:
-    """An ignore list may only name modules memform keeps unquantised anyway."""
+def _check_ignored(src, block: dict, key: str, experts_only: bool = False) -> None:
+    """An ignore list may only name modules memform keeps unquantised anyway (with
+    ``experts_only``, as MXFP4 quantises only the routed experts: anything but the experts)."""
     names = block.get(key)
     if names is None:
         return
@@ -94,6 +96,11 @@ def _check_ignored(src, block: dict, key: str) -> None:
         raise src.error(DomainError, f"field '{key}' must be a list of module names", key)
     for name in names:
         last = name.removeprefix("re:").rstrip("$").split(".")[-1].strip("*")
+        if experts_only:
+            if "experts" in name:
+                raise src.error(DomainError, f"'{shown(name)}' in '{key}' leaves the experts unquantised: MXFP4 "
+                                "would then quantise nothing", key)
+            continue
         if last not in UNQUANTISED and not last.endswith("norm"):
             raise src.error(DomainError, f"'{shown(name)}' in '{key}' leaves a projection unquantised, which "
                             "memform does not model (it quantises every projection and keeps the embeddings, "
@@ -179,6 +186,13 @@ def _bnb(src, block: dict) -> dict:
                         "bnb_4bit_quant_type")
     double = _flag(src, block, "bnb_4bit_use_double_quant", False)
     return {"weight_dtype": "nf4", "double_quant": "true" if double else "false"}  # fp4 packs the same
+
+
+def _mxfp4(src, block: dict) -> dict:
+    """MXFP4 (gpt-oss): transformers' Mxfp4HfQuantizer quantises only the routed experts'
+    matrices, 4-bit E2M1 values two per byte and one E8M0 scale per 32 (the *_blocks and
+    *_scales tensors); attention, router, embeddings, head and the experts' biases stay bf16."""
+    return {"weight_dtype": "mxfp4", "quant_scope": "experts"}
 
 
 def _compressed_tensors(src, block: dict) -> dict:

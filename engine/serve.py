@@ -35,7 +35,7 @@ class Engine:
 ENGINES = {
     "vllm": Engine(
         breakdown=(("requested_memory", "budget (gpu_memory_utilization x total)"),
-                   ("weights", "weights"),
+                   ("vllm_weights", "weights (as vLLM lays them out)"),
                    ("rope_cache_bytes", "rotary cos/sin table"),
                    ("model_memory", "model ('Model loading took')"),
                    ("activation_peak", "activation peak (profile run)"),

@@ -57,6 +57,12 @@ PUBLISHED = {  # model cards / technical reports; the MoE figures counted by han
     # 8170864640)"; id 70881620944: "**8,170,864,640**"). config.json: the same dump (index id
     # 61558565367), its ibm-granite/granite-3.3-8b-instruct section, copied the same way
     "granite-3.3-8b-instruct": 8_170_864_640,
+    # openai/gpt-oss-20b: 20,914,757,184, the Hub's parameter count as public files quote it (index
+    # id 71142266638: "'openai/gpt-oss-20b': ('Apache-2.0', 20914757184)"; ollama's
+    # general.parameter_count, id 13998610816).  config.json: EchoCog/gpt-oss-20b config.json @
+    # f81fef1ddd90d214968e951a76834f1ded130a18, a git copy of the Hub repository (committed through
+    # huggingface_hub; sha256 3a2a26de...59e9ce), with its MXFP4 quantization_config
+    "gpt-oss-20b": 20_914_757_184,
 }
 
 
@@ -142,7 +148,10 @@ def test_meta_device_model_agrees(lib, name, tmp_path):
     # q, k, v, o; gate, up, down; post-attention and post-feedforward norms; q_norm, k_norm;
     # embedding, final norm and an untied head
     ("olmo-2-1124-7b-instruct", 32 * (4 + 3 + 2 + 2) + 3),
-    ("granite-3.3-8b-instruct", 40 * (4 + 3 + 2) + 2)])  # Llama's layout; tied head
+    ("granite-3.3-8b-instruct", 40 * (4 + 3 + 2) + 2),  # Llama's layout; tied head
+    # q, k, v, o and their biases, the sinks; 2 norms; the router and its bias; the experts'
+    # gate_up and down with their biases (3-D tensors); embedding, final norm, untied head
+    ("gpt-oss-20b", 24 * (8 + 1 + 2 + 2 + 4) + 3)])
 def test_tensor_counts_by_hand(lib, name, tensors):
     s = scenario(lib, name, optimizer="adamw", optimizer_step_bytes=4)
     assert s.evaluate("param_tensors") == tensors
@@ -158,7 +167,8 @@ def test_fused_projections_keep_the_parameter_count(lib):
 
 # ---------------------------------------------------------------- sliding-window layers
 @pytest.mark.parametrize("name, window, layers", [("gemma-2-9b-it", 4096, 21), ("phi-3-mini-4k-instruct", 2047, 32),
-                                                  ("qwen3-8b", 0, 0), ("qwen3-30b-a3b", 0, 0)])
+                                                  ("qwen3-8b", 0, 0), ("qwen3-30b-a3b", 0, 0),
+                                                  ("gpt-oss-20b", 128, 12)])
 def test_sliding_window_fields_are_read(lib, name, window, layers):
     config = read_config(CONFIGS / f"{name}.json", lib)
     assert (config.values["sliding_window"], config.values["sliding_window_layers"]) == (window, layers)

@@ -4,6 +4,7 @@ block memform does not understand."""
 import io
 import json
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
@@ -98,7 +99,9 @@ def run(*argv):
     ({"quant_method": "gptq", "group_size": 128}, "quantization_config has no 'bits'"),
     ({"quant_method": "gptq", "bits": 5}, "'bits' must be one of 2, 3, 4, 8, not 5"),
     ({"quant_method": "awq", "bits": 4, "zero_pont": True}, "field 'zero_pont' is not understood"),
-    ({"quant_method": "mxfp4"}, "quant_method 'mxfp4' is not modelled yet"),
+    ({"quant_method": "modelopt"}, "quant_method 'modelopt' is not modelled yet"),
+    ({"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.mlp.experts"]},
+     "leaves the experts unquantised"),
     ({"quant_method": "squeeze"}, "quant_method 'squeeze' is not a quantisation method memform knows"),
     ({"bits": 4}, "quantization_config has no 'quant_method'"),
     ({"quant_method": "gptq", "bits": 4, "lm_head": True}, "a quantised output head (lm_head) is not modelled"),
@@ -121,3 +124,17 @@ def test_a_bad_quantization_config_is_one_located_error(tmp_path, block, message
     assert code == 2 and out == "" and "Traceback" not in err
     assert message in err
     assert str(path) in err.splitlines()[0]
+
+
+def test_gpt_oss_mxfp4_quantises_only_the_experts(lib):
+    # openai/gpt-oss-20b's checkpoint: the experts' gate_up and down matrices in MXFP4 (half a
+    # byte per value, one E8M0 byte per 32 values), everything else bf16.  Its safetensors index
+    # gives total_size 13,761,264,768 bytes (public files quote the on-disk 13,761,316,904 with
+    # the shards' JSON headers, index id 62503969168); by hand: 24 x 32 x 3 x 2880 x 2880
+    # = 19,110,297,600 expert values x 17/32 B + the other 1,804,459,584 parameters x 2 B
+    config = read_config(Path(__file__).parent / "configs" / "gpt-oss-20b.json", lib)
+    assert (config.values["weight_dtype"], config.values["quant_scope"]) == ("mxfp4", "experts")
+    s = Scenario.create(lib, None, values={**config.values, "mode": "infer"})
+    experts = 24 * 32 * 3 * 2880 * 2880
+    assert experts == 19_110_297_600
+    assert s.evaluate("weights") == experts * Fraction(17, 32) + (20_914_757_184 - experts) * 2 == 13_761_264_768

@@ -53,6 +53,15 @@ PUBLISHED = {
     "qwen3-235b-a22b": 235_093_634_560,  # keras-hub qwen3_moe_235b_a22b_en (model card: 235B)
     "gemma2-2b": 2_614_341_888,  # Hub list, google/gemma-2-2b-it; keras-hub gemma2_2b_en
     "phi4-mini": 3_836_021_760,  # Hub list, microsoft/Phi-4-mini-instruct
+    # Hub list, openai/gpt-oss-20b and openai/gpt-oss-120b (the bf16 model's parameters: the
+    # MXFP4 checkpoint stores two experts' values per byte); ollama's "general.parameter_count":
+    # 20914757184 for gpt-oss:20b (search index id 13998610816); OpenAI's model card: 20.91B, 116.83B
+    "gpt-oss-20b": 20_914_757_184,
+    "gpt-oss-120b": 116_829_156_672,
+    # keras-hub medgemma_instruct_27b "params" (Gemma 3 27B's architecture, image encoder
+    # included; search index id 3173084990); a public table of GGUF counts gives 27432406640 for
+    # unsloth_gemma-3-27b-it (id 70911651117)
+    "gemma3-27b": 27_432_406_640,
 }
 
 ACTIVE = {  # parameters a token passes through
@@ -63,6 +72,10 @@ ACTIVE = {  # parameters a token passes through
     # model card: 3.3B activated; 48 x (18,874,368 attention + 8 x 4,718,592 experts + 262,144
     # router + 4,352 norms) + 2 x 311,164,928 embeddings + 2,048 final norm
     "qwen3-30b-a3b": 3_353_032_704,
+    # OpenAI's gpt-oss model card, table 1: 3.61B active, the input embedding (201,088 x 2,880 =
+    # 579,133,440, a lookup) not counted, the unembedding counted; the exact figure 3,608,307,264
+    # as public files compute it (search index id 59012694364)
+    "gpt-oss-20b": 3_608_307_264 + 579_133_440,
 }
 
 

@@ -62,12 +62,15 @@ def hand_budget(total, util, weights, act, non_torch, per_block, block_size, max
 
 def test_llama31_8b_on_one_h100_at_0_9(lib):
     # weights 2 P; the profile run's peak is its sampler: 1024 rows (max_num_seqs on an 80 GB
-    # GPU) x 128,256 vocabulary x 15 B, with the forward's 8192 x 4096 bf16 hidden states still
-    # held, above the forward itself (8192 x 102,400 B); 0.25 GiB outside torch at tp = 1; one
-    # block is 16 tokens x 32 layers x K,V x 8 heads x 128 x 2 B.  Loading the model takes the
-    # weights and the rotary cos/sin table: 131,072 positions (max_position_embeddings) x 128
-    # (head_dim) in bf16
-    act = max(1024 * 128256 * 15 + 8192 * 4096 * 2, 8192 * 102_400)
+    # GPU) x 128,256 vocabulary x 14 B (bf16 logits, their fp32 copy, fp32 probabilities, fp32
+    # exponential noise) and the Triton top-k/top-p scratch buffer (132 SMs x 128,256 x fp32),
+    # with the forward's 8192 x 4096 bf16 hidden states, the 1024 sampled rows and their random
+    # stand-in still held, above the forward itself (8192 x 102,400 B), plus cuBLAS's 32 MiB and
+    # cuBLASLt's 1 MiB workspaces on Hopper (docs/research/vllm-gpt-oss.md); 0.25 GiB outside
+    # torch at tp = 1; one block is 16 tokens x 32 layers x K,V x 8 heads x 128 x 2 B.  Loading
+    # the model takes the weights and the rotary cos/sin table: 131,072 positions
+    # (max_position_embeddings) x 128 (head_dim) in bf16
+    act = max(1024 * 128256 * 14 + 132 * 128256 * 4 + (8192 + 2 * 1024) * 4096 * 2, 8192 * 102_400) + 33 * 2**20
     per_block = 16 * 32 * 2 * 8 * 128 * 2
     loaded = 2 * LLAMA31_8B + 131072 * 128 * 2
     kv, blocks, tokens, concurrency = hand_budget(H100_NVIDIA_SMI, Fraction(9, 10), loaded, act,
@@ -77,7 +80,7 @@ def test_llama31_8b_on_one_h100_at_0_9(lib):
     assert r["model_memory"] == loaded and r["activation_peak"] == act
     assert r["kv_cache_memory"] == kv
     assert (r["num_gpu_blocks"], r["kv_cache_tokens"], r["max_concurrency"]) == (blocks, tokens, concurrency)
-    assert (blocks, tokens) == (27927, 446832)  # the arithmetic above, done once by hand
+    assert (blocks, tokens) == (27933, 446928)  # the arithmetic above, done once by hand
     # the command line prints the same figures
     code, out, _ = run("serve", "llama3.1-8b", "--engine", "vllm", "--gpu", "h100-80g",
                        "--set", "gpu_memory_utilization=0.9", "--set", "max_model_len=8192", "--json")
@@ -144,10 +147,12 @@ def test_published_rows_keep_their_sources():
 def test_serve_table_shows_each_figure_with_its_formula():
     code, out, _ = run("serve", "llama3.1-8b", "--gpu", "h100-80g", "--set", "max_model_len=8192")
     assert code == 0
-    for text in ("ceiling(gpu_memory_utilization*total_gpu_", "weights = 2*n_params",
-                 "kv_cache_memory =", "KV cache blocks (num_gpu_blocks)", "27,927", "446,832",
-                 "model_memory = rope_cache_bytes + weights",
-                 "maximum concurrency for 8,192 tokens per request: 54.54x"):
+    # the figures of test_llama31_8b_on_one_h100_at_0_9 (27,933 blocks of 16 tokens; 27,933 / 512
+    # blocks per request of 8,192 tokens = 54.56)
+    for text in ("ceiling(gpu_memory_utilization*total_gpu_", "vllm_weights = weights",
+                 "kv_cache_memory =", "KV cache blocks (num_gpu_blocks)", "27,933", "446,928",
+                 "model_memory = rope_cache_bytes +",
+                 "maximum concurrency for 8,192 tokens per request: 54.56x"):
         assert text in out
 
 
@@ -343,13 +348,13 @@ def test_sliding_window_layers_keep_only_their_window(lib):
 
 # ---------------------------------------------------------------- solving over serving
 def test_longest_max_model_len_for_a_concurrency(capsys):
-    # Llama-3.1-8B on one H100 at 0.9: 27,927 blocks of 16 tokens (derived by hand in
+    # Llama-3.1-8B on one H100 at 0.9: 27,933 blocks of 16 tokens (derived by hand in
     # test_llama31_8b_on_one_h100_at_0_9; they do not depend on max_model_len).  54 requests fit
-    # while ceil(L / 16) <= 27927 / 54 = 517.2, i.e. up to 517 x 16 = 8,272 tokens
+    # while ceil(L / 16) <= 27933 / 54 = 517.3, i.e. up to 517 x 16 = 8,272 tokens
     code, out, _ = run("serve", "llama3.1-8b", "--gpu", "h100-80g", "--max-len-for", "54", "--json")
     got = json.loads(out)
     assert code == 0 and got["solve"]["value"] == 8272
-    assert got["rules"]["num_gpu_blocks"] == 27927 and got["max_model_len"] == 8272
+    assert got["rules"]["num_gpu_blocks"] == 27933 and got["max_model_len"] == 8272
     assert dict(got["solve"]["tried"])[8288] < 54 <= dict(got["solve"]["tried"])[8272]
 
 
@@ -378,15 +383,18 @@ def test_vllm_keeps_the_fused_moe_workspace_through_the_sampler(lib):
     # vllm 0.19's Triton MoE experts take two workspaces from a manager that never frees them
     # (docs/research/vllm-moe-workspace.md): for Qwen3-30B-A3B, 8192 tokens x top-8 x bf16 x
     # (max(768, 2048) + max(2 x 768, 2048)) = 0.5 GiB, on top of the sampler's peak (1024 rows x
-    # 151,936 x 15 B and the 8192 x 2048 bf16 hidden states); the log says 2.68 GiB
+    # 151,936 x 14 B, the top-k/top-p buffer of 132 x 151,936 fp32, the 8192 + 2 x 1024 rows of
+    # 2048 bf16 hidden states) and cuBLAS's 33 MiB; the log says 2.68 GiB
     s = Scenario.create(lib, "qwen3-30b-a3b", "h100-80g", values={"seq_len": 8192})
     r = serve(s, formulas=False, explicit={"seq_len"}).rules
     workspace = 8192 * 8 * 2 * (2048 + 2048)
     assert workspace == GiB // 2
-    assert r["activation_peak"] == 1024 * 151936 * 15 + 8192 * 2048 * 2 + workspace
+    sampler = 1024 * 151936 * 14 + 132 * 151936 * 4 + (8192 + 2048) * 2048 * 2
+    assert r["activation_peak"] == sampler + workspace + 33 * 2**20
     dense = serve(Scenario.create(lib, "llama3.1-8b", "h100-80g", values={"seq_len": 8192}),
                   formulas=False, explicit={"seq_len"}).rules
-    assert dense["activation_peak"] == 1024 * 128256 * 15 + 8192 * 4096 * 2  # no experts, no workspace
+    # no experts, no workspace
+    assert dense["activation_peak"] == 1024 * 128256 * 14 + 132 * 128256 * 4 + (8192 + 2048) * 4096 * 2 + 33 * 2**20
 
 
 def test_vllm_does_not_start_beside_a_process_that_leaves_too_little(lib):
@@ -408,3 +416,46 @@ def test_vllm_does_not_start_beside_a_process_that_leaves_too_little(lib):
     code, out, _ = run("serve", "llama3.1-8b", "--gpu", "h100-80g", "--set", "max_model_len=8192",
                        "--set", "other_process_memory=20GiB")
     assert code == 1 and "does not start: its budget" in out and "can be at most 0.7" in out
+
+
+def test_vllm_keeps_mxfp4_experts_in_the_triton_layout(lib):
+    # gpt-oss-20b at tp = 2 on H100 (vllm 0.19's TRITON MXFP4 backend; shapes read from
+    # mxfp4.py create_weights and the Hopper swizzle, docs/research/vllm-gpt-oss.md): per layer,
+    # 32 experts of inner width 2880 / 2 = 1440, rounded up to 1472;
+    #   gate_up values [32, 1472 (2880 / 2 bytes padded to 64), 2944], down values [32, 768, 2880],
+    #   re-laid scales [32, 3072, 90] and [32, 3072, 46], the loaded scales [32, 2944, 90] and
+    #   [32, 2880, 46] kept, fp32 biases [32, 2944] and [32, 2880]
+    layer = 32 * (1472 * 2944 + 768 * 2880 + 3072 * 90 + 3072 * 46 + 2944 * 90 + 2880 * 46) + 32 * (2944 + 2880) * 4
+    assert layer == 236_285_952
+    # everything else in bf16 split over the two ranks: 20,914,757,184 parameters less the
+    # experts' 24 x 32 x (3 x 2880 x 2880 + 2 x 2880 + 2880) with their biases
+    rest = (20_914_757_184 - 24 * 32 * (3 * 2880 * 2880 + 3 * 2880)) * 2 // 2
+    s = Scenario.create(lib, "gpt-oss-20b", "h100-80g",
+                        values={"seq_len": 8192, "tp": 2, "weight_dtype": "mxfp4", "quant_scope": "experts"})
+    r = serve(s, formulas=False, explicit={"seq_len", "tp", "weight_dtype", "quant_scope"}).rules
+    assert r["vllm_weights"] == rest + 24 * layer
+    # the rotary table in fp32 (gpt_oss.py asks for it): 131,072 positions x 64
+    assert r["model_memory"] == rest + 24 * layer + 131072 * 64 * 4
+    # the monolithic MXFP4 kernel keeps no workspace: the sampler and cuBLAS make the peak
+    sampler = 1024 * 201088 * 14 + 132 * 201088 * 4 + (8192 + 2048) * 2880 * 2
+    assert r["activation_peak"] == sampler + 33 * 2**20
+
+
+def test_vllm_profiles_a_vision_language_model_with_its_encoded_images(lib):
+    # Gemma 3 27B on one H100 (docs/research/vllm-multimodal.md): the encoder budget of 8192
+    # tokens holds 32 images of 256 tokens; their bf16 pixels (3 x 896 x 896) and embeddings
+    # (256 x 5376) stay alive through the text forward and the sampler
+    s = Scenario.create(lib, "gemma3-27b", "h100-80g", values={"seq_len": 8192})
+    r = serve(s, formulas=False, explicit={"seq_len"}).rules
+    encoded = 32 * (3 * 896 * 896 + 256 * 5376) * 2
+    assert encoded == 242_221_056
+    sampler = 1024 * 262208 * 14 + 132 * 262208 * 4 + (8192 + 2048) * 5376 * 2
+    assert r["activation_peak"] == sampler + 33 * 2**20 + encoded
+    # two rotary tables: the sliding layers' (131,072 x 128 in bf16) and the global layers',
+    # linearly scaled by 8 (131,072 x 8 rows)
+    assert r["rope_cache_bytes"] == (1 + 8) * 131072 * 128 * 2
+    # a text model encodes nothing
+    text = serve(Scenario.create(lib, "gemma2-9b", "h100-80g", values={"seq_len": 8192}),
+                 formulas=False, explicit={"seq_len"}).rules
+    assert text["activation_peak"] == (1024 * 256000 * 14 + 132 * 256000 * 4 + (8192 + 2048) * 3584 * 2
+                                       + 33 * 2**20)

@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="set an input, option or rule (repeatable): --set zero_stage=3")
     common.add_argument("--stack", dest="sets", action=_SetOption, const="stack", metavar="STACK",
                         help="training framework whose allocations the figures follow: generic (default), "
-                             "megatron or hf (Trainer / accelerate under autocast); the same as --set stack=STACK")
+                             "megatron, hf (Trainer / accelerate under autocast) or deepspeed (ZeRO); the same as --set stack=STACK")
     common.add_argument("--rules", action="append", default=[], metavar="FILE",
                         help="a rule file of your own, loaded beside the library (may 'override rule')")
 
@@ -569,13 +569,16 @@ def cmd_docs(args, out) -> int:
         path = check(lib, args.out or DOCS_DIR, args.format)  # StaleDocsError: exit 1
         out.write(f"{display_path(path)} is up to date\n")
         return 0
-    text = render(lib, args.format)
     if args.out is None:
-        out.write(text)
+        out.write(render(lib, args.format))
         return 0
     path = Path(args.out) / FORMATS[args.format]
-    try:
+    try:  # the folder first: a path that cannot be written is an error before seconds of rendering
         path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot write '{path}': {exc.strerror}") from None
+    text = render(lib, args.format)
+    try:
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"cannot write '{path}': {exc.strerror}") from None

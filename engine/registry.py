@@ -258,7 +258,7 @@ class Library:
                             f"rule '{n}' {what.format(found)} once the rules it uses are inlined; the limit "
                             f"is {limit:,}", self.rules[n].span, hint=hint)
                     known[n] = found
-                composed = self.lowered[n].xreplace(sub)
+                composed = _substitute(self.lowered[n], sub)
                 memo[n] = apply_at(composed)
             return memo[n]
 
@@ -378,6 +378,39 @@ def _degree(expr: sympy.Basic, degree_of, memo: dict[int, int]) -> int:
 def _tree_size(expr: sympy.Basic, sizes: dict[int, int]) -> int:
     """Nodes of ``expr`` counted as a tree, in time linear in its (shared) DAG."""
     return _composed_size(expr, lambda name: 1, sizes)
+
+
+#: nodes past which a min or max argument counts as large (see _substitute)
+SMALL_NODES = 200
+
+
+def _small(expr: sympy.Basic, limit: int = SMALL_NODES) -> bool:
+    """Whether ``expr`` has at most ``limit`` nodes (counted as a tree, stopping early)."""
+    stack, seen = [expr], 0
+    while stack:
+        seen += 1
+        if seen > limit:
+            return False
+        stack.extend(stack.pop().args)
+    return True
+
+
+def _substitute(expr: sympy.Basic, sub: dict) -> sympy.Basic:
+    """``expr.xreplace(sub)`` for a rule's own (small) expression, except that a min or max
+    whose arguments are large composed rules is built without sympy's simplification: it
+    compares every pair of arguments by factoring their difference (Max._is_connected), which
+    took tens of seconds on the peak's composition.  Over numbers and small arguments min and
+    max simplify as usual; the value is the same either way."""
+    if expr in sub:
+        return sub[expr]
+    if not expr.args:
+        return expr
+    args = [_substitute(a, sub) for a in expr.args]
+    if isinstance(expr, (sympy.Max, sympy.Min)) and not all(a.is_number or _small(a) for a in args):
+        return expr.func(*args, evaluate=False)
+    if all(a is b for a, b in zip(args, expr.args)):
+        return expr
+    return expr.func(*args)
 
 
 def apply_at(expr: sympy.Expr) -> sympy.Expr:

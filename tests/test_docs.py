@@ -436,3 +436,14 @@ def test_solve_result_latex(lib):
     # Rajbhandari et al. 2020: ZeRO-3 keeps 16 P / N bytes of model states per rank, so N >= 16 P / C,
     # typeset as math (sympy's LaTeX), not as monospace text
     assert "\\text{closed form: } N \\geq \\frac{16 P}{C} \\\\" in tex and "\\mathtt" not in tex
+
+
+def test_an_output_folder_that_cannot_be_made_is_refused_before_rendering(tmp_path, monkeypatch):
+    # the fuzzer (test_fuzz, command lines): `docs --out /proc/x` rendered the whole reference
+    # (seconds on a loaded machine) before finding it could not write there
+    import engine.docs
+    monkeypatch.setattr(engine.docs, "render", lambda *a, **k: pytest.fail("rendered before the folder was made"))
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    code, out, err = run("docs", "--out", str(blocker / "sub"))
+    assert code == 2 and out == "" and "cannot write" in err

@@ -316,8 +316,7 @@ def deepspeed_settings(lib, cf: dict) -> dict:
 def predict_deepspeed(lib, case_id: str, statistic: str) -> tuple[float, float, float]:
     case = DEEPSPEED[case_id]
     cf = case["config"]
-    values = {k: v for k, v in deepspeed_settings(lib, cf).items()}
-    values = dict(parse_setting(lib, f"{k}={v}") for k, v in values.items())
+    values = dict(parse_setting(lib, f"{k}={v}") for k, v in deepspeed_settings(lib, cf).items())
     s = Scenario.create(lib, cf.get("model"), values=values)
     measured = case["value"] * DS_UNITS[case["unit"].split()[0]]
     predicted = float(s.evaluate(statistic))

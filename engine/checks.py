@@ -8,14 +8,17 @@ architecture names (those some model preset sets), which keep their defaults.
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import sympy
 from sympy.printing.numpy import NumPyPrinter
 
-from .errors import DomainError, EngineError, MissingInputError, UsageError
-from .registry import Library
+from .errors import DomainError, EngineError, MissingInputError, ResourceLimitError, UsageError
+from .paths import data_path
+from .registry import COMPOSE_CPU_SECONDS, Library, _cpu_budget, _OverBudget
 from .rules import CheckDecl, InputDecl, OptionDecl
 
 
@@ -66,8 +69,44 @@ def compile_expr(expr: sympy.Basic, symbols: list[sympy.Symbol]):
     The symbols are renamed first: lambdify puts every symbol's name in the namespace of
     the code it generates, so a user's input named ``numpy`` would hide the module."""
     private = [sympy.Symbol(f"_arg{i}") for i in range(len(symbols))]
-    expr = expr.xreplace(dict(zip(symbols, private))) if isinstance(expr, sympy.Basic) else expr
-    return sympy.lambdify(private, expr, modules="numpy", printer=_Printer, cse=True)
+    expr = _rename(expr, dict(zip(symbols, private))) if isinstance(expr, sympy.Basic) else expr
+    return sympy.lambdify(private, expr, modules="numpy", printer=_Printer, cse=_cse, use_imps=False)
+
+
+def _rename(expr: sympy.Basic, names: dict) -> sympy.Basic:
+    """``expr.xreplace(names)`` with each distinct subexpression rebuilt once: a composed rule
+    is a graph whose shared parts xreplace walks again at every use (exponential in the depth)."""
+    done: dict = {}
+
+    def walk(node):
+        if node in done:
+            return done[node]
+        if node in names:
+            new = names[node]
+        elif not node.args:
+            new = node
+        else:
+            args = [walk(a) for a in node.args]
+            new = _rebuilt(node, args) if any(a is not b for a, b in zip(args, node.args)) else node
+        done[node] = new
+        return new
+    return walk(expr)
+
+
+def _rebuilt(node: sympy.Basic, args: list) -> sympy.Basic:
+    """``node`` over new arguments without sympy's evaluation (renaming symbols changes
+    nothing it would simplify; Piecewise re-folds its conditions, in unbounded time)."""
+    try:
+        return node.func(*args, evaluate=False)
+    except TypeError:  # a class without the evaluate option
+        return node.func(*args)
+
+
+def _cse(exprs):
+    """Common subexpressions in the order sympy's trees keep their arguments: cse's default
+    re-sorts the arguments of every sum and product by their node counts, quadratic in the
+    depth of a composed rule (a check over the serving rules ran for minutes)."""
+    return sympy.cse(exprs, order="none", list=False)
 
 
 def real_values(values, shape) -> np.ndarray:
@@ -121,6 +160,15 @@ def _models(lib: Library) -> list[tuple[str, dict]]:
             for (kind, name), preset in sorted(lib.presets.items()) if kind == "model"]
 
 
+def _shipped(check) -> bool:
+    """Whether a check is one of the library's own (declared in formulas/)."""
+    file = getattr(check.span, "file", None)
+    try:
+        return file is not None and Path(file).resolve().parent == data_path("formulas").resolve()
+    except (OSError, ValueError):
+        return False
+
+
 def _column(lib, sym, fixed, architecture, rng, n) -> np.ndarray:
     """Values of one input or option for ``n`` scenarios of one model preset."""
     decl = lib.decls[sym.name]
@@ -138,9 +186,20 @@ def _column(lib, sym, fixed, architecture, rng, n) -> np.ndarray:
 
 def run_check(lib: Library, check, lhs, rhs, where, samples: int = 2000, seed: int = 0) -> CheckResult:
     """Evaluate one resolved check (see :func:`_run_check`); a check whose numbers leave float64's
-    range (a 400-digit constant) cannot be sampled and fails, saying so."""
+    range (a 400-digit constant) cannot be sampled and fails, saying so.  Composing, compiling
+    and sampling a check of a user's rule file has the CPU budget of one rule's composition
+    (the built-in checks take at most about 3 s, and are not bounded): sympy folds a condition
+    over rules that hold conditions of their own in time that grows without bound."""
+    budget = contextlib.nullcontext() if _shipped(check) else _cpu_budget(COMPOSE_CPU_SECONDS)
     try:
-        return _run_check(lib, check, lhs, rhs, where, samples, seed)
+        with budget:
+            return _run_check(lib, check, lhs, rhs, where, samples, seed)
+    except _OverBudget:
+        raise ResourceLimitError(f"check '{check.name}' took more than {COMPOSE_CPU_SECONDS} s of CPU time to "
+                                 "compose and compile", check.span,
+                                 hint="sympy folds each condition over the conditions of the rules it uses, "
+                                      "and that grows without bound; compare simpler rules, or split the "
+                                      "check") from None
     except OverflowError:
         return CheckResult(check, 0, "its values exceed float64's range (about 1.8e308), in which "
                                      "checks are sampled: it tested nothing")
@@ -170,14 +229,16 @@ def _run_check(lib: Library, check, lhs, rhs, where, samples: int, seed: int) ->
     pin_syms = [sympy.Symbol(n) for n in pinned]
     columns = {s: [] for s in inputs + pin_syms}
     owners = []
+    compiled: dict = {}  # a pinned rule's default value, compiled once for every preset
     for name, fixed in models:
         cols = {s: _column(lib, s, fixed, architecture, rng, samples) for s in inputs}
         for n, sym in zip(pinned, pin_syms):
             if n in fixed:
                 cols[sym] = np.full(samples, float(lib.check_value(n, fixed[n])))
             else:
-                fn = compile_expr(defaults[n], inputs)
-                cols[sym] = real_values(fn(*(cols[s] for s in inputs)), samples)
+                if n not in compiled:
+                    compiled[n] = compile_expr(defaults[n], inputs)
+                cols[sym] = real_values(compiled[n](*(cols[s] for s in inputs)), samples)
         for sym, col in cols.items():
             columns[sym].append(col)
         owners += [(name, fixed)] * samples

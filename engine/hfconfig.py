@@ -57,6 +57,14 @@ NO_MEMORY_EFFECT = {
     "embedding_multiplier", "residual_multiplier", "attention_multiplier", "logits_scaling",
     # gpt-oss: the clamped SwiGLU's limit and slope, the context the YaRN scaling starts from
     "swiglu_limit", "swiglu_alpha", "initial_context_length",
+    # transformers 5's rotary settings (a linear factor is read from it); Gemma 3: the sliding
+    # layers' rotary base; an encoder's attention when true (refused then)
+    "rope_parameters", "rope_local_base_freq", "use_bidirectional_attention",
+    # StarCoder 2: the LayerNorms' epsilon; dropout on the embeddings' output (no saved mask
+    # memform counts: the residual dropout is read as dropout)
+    "norm_epsilon", "embedding_dropout",
+    # Cohere: a scalar the logits are multiplied by
+    "logit_scale",
 }
 
 #: fields every family shares, under the library's own names
@@ -78,12 +86,22 @@ class Family:
     #: sliding_window_layers); "" leaves sliding_window, use_sliding_window and max_window_layers
     #: ignored, as before.  "all": every layer when sliding_window is set (Mistral-style
     #: attention: Phi-3); "qwen": layers from max_window_layers on when
-    #: use_sliding_window is true; "alternate": layers 0, 2, 4 ... (Gemma 2).  A layer_types
-    #: list overrides them.
+    #: use_sliding_window is true; "alternate": layers 0, 2, 4 ... (Gemma 2); "pattern": every
+    #: layer but each sliding_window_pattern-th (Gemma 3, default 6; sliding_window 4096 where it
+    #: is left out).  A layer_types list overrides them.
     window: str = ""
     #: config fields that repeat another field under a second name (gpt-oss writes both
     #: experts_per_token and num_experts_per_tok): read when alone, checked equal when both are given
     aliases: dict = field(default_factory=dict)
+    #: config fields that set several library options at once (StarCoder 2's use_bias: every
+    #: projection's bias)
+    spreads: dict = field(default_factory=dict)
+    #: fields the family's original code reads that transformers' model does not (ignored when
+    #: they have the one value transformers builds, refused otherwise)
+    expects: dict = field(default_factory=dict)
+    #: true/false config fields that choose between two values of a library option
+    #: (Cohere's use_qk_norm: qk_norm full or none): field -> (option, value if true, value if false)
+    switches: dict = field(default_factory=dict)
 
 
 FAMILIES = {
@@ -91,7 +109,7 @@ FAMILIES = {
     "mistral": Family({"mlp": "swiglu", "norm": "rmsnorm"}, defaults={"tie_word_embeddings": False}),
     "qwen2": Family({"mlp": "swiglu", "norm": "rmsnorm", "attention_bias": "true"},
                     defaults={"tie_word_embeddings": False}),
-    "gemma": Family({"mlp": "geglu", "norm": "rmsnorm"}, defaults={"tie_word_embeddings": True}),
+    "gemma": Family({"mlp": "geglu", "norm": "rmsnorm", "rmsnorm_weight": "fp32"}, defaults={"tie_word_embeddings": True}),
     "mixtral": Family({"mlp": "swiglu", "norm": "rmsnorm"},
                       renames={"num_local_experts": "num_experts"},
                       defaults={"tie_word_embeddings": False}),
@@ -116,7 +134,7 @@ FAMILIES = {
                         renames={"num_local_experts": "num_experts"},
                         defaults={"tie_word_embeddings": False}, window="qwen"),
     # Gemma 2: norms before and after attention and MLP; logit soft-capping has no parameters
-    "gemma2": Family({"mlp": "geglu", "norm": "rmsnorm", "norm_placement": "sandwich"},
+    "gemma2": Family({"mlp": "geglu", "norm": "rmsnorm", "rmsnorm_weight": "fp32", "norm_placement": "sandwich"},
                      defaults={"tie_word_embeddings": True}, window="alternate"),
     # Phi-3: q, k, v in one qkv_proj and gate, up in one gate_up_proj (same parameters, fewer tensors)
     "phi3": Family({"mlp": "swiglu", "norm": "rmsnorm", "qkv_fused": "true", "gate_up_fused": "true"},
@@ -138,6 +156,32 @@ FAMILIES = {
                       renames={"num_local_experts": "num_experts", "experts_per_token": "num_experts_per_tok"},
                       defaults={"tie_word_embeddings": False, "attention_bias": True},
                       window="alternate", aliases={"experts_per_token": "num_experts_per_tok"}),
+    # Gemma 3's language model: Gemma 2's sandwich norms with q_norm and k_norm over head_dim; five
+    # sliding-window layers to one global (sliding_window_pattern 6, or layer_types); the global and
+    # the sliding layers rotate with tables of their own (rope_local_base_freq); defaults as
+    # Gemma3TextConfig has them, for the fields Gemma 3's published text_config leaves out
+    # (transformers models/gemma3/configuration_gemma3.py)
+    "gemma3_text": Family({"mlp": "geglu", "norm": "rmsnorm", "rmsnorm_weight": "fp32", "norm_placement": "sandwich",
+                           "qk_norm": "head", "sliding_rope": "own"},
+                          defaults={"tie_word_embeddings": True, "vocab_size": 262_208,
+                                    "max_position_embeddings": 131_072, "head_dim": 256, "num_attention_heads": 8,
+                                    "num_key_value_heads": 4},
+                          window="pattern"),
+    # StarCoder 2: LayerNorms with biases, a plain GELU MLP (c_fc, c_proj), one use_bias for q, k,
+    # v, o and the MLP; a sliding window on every layer when sliding_window is set
+    # (transformers models/starcoder2/modeling_starcoder2.py, configuration_starcoder2.py)
+    "starcoder2": Family({"mlp": "gelu", "norm": "layernorm"},
+                         renames={"residual_dropout": "dropout"},
+                         defaults={"tie_word_embeddings": True, "attention_bias": True, "o_proj_bias": True,
+                                   "mlp_bias": True},
+                         window="all", spreads={"use_bias": ("attention_bias", "o_proj_bias", "mlp_bias")},
+                         expects={"mlp_type": "default", "norm_type": "layer_norm"}),
+    # Cohere (Command R, Aya): one bias-free LayerNorm per layer, attention and SwiGLU MLP in
+    # parallel on its output; optional q and k norms over (heads, head_dim); a scalar logit_scale
+    # (transformers models/cohere/modeling_cohere.py, configuration_cohere.py)
+    "cohere": Family({"mlp": "swiglu", "norm": "layernorm_nobias", "norm_placement": "parallel"},
+                     defaults={"tie_word_embeddings": True},
+                     switches={"use_qk_norm": ("qk_norm", "full", "none")}),
     "gpt2": Family({"mlp": "gelu", "norm": "layernorm", "position_embedding": "learned",
                     "attention_bias": "true", "o_proj_bias": "true", "mlp_bias": "true",
                     "tie_word_embeddings": "true", "qkv_fused": "true", "gelu_kernel": "composite",
@@ -152,7 +196,8 @@ EXTRA = {"num_experts", "num_experts_per_tok", "n_shared_experts", "moe_intermed
          "shared_expert_intermediate_size", "first_k_dense_replace", "q_lora_rank", "kv_lora_rank",
          "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "attention_bias", "dropout"}
 #: families whose attention_bias also gives o_proj a bias (LlamaAttention and its copies)
-O_PROJ_FOLLOWS = ("llama", "mistral", "qwen3", "qwen3_moe", "gemma2", "olmo2", "granite", "gpt_oss")
+O_PROJ_FOLLOWS = ("llama", "mistral", "qwen3", "qwen3_moe", "gemma2", "gemma3_text", "olmo2", "granite", "gpt_oss",
+                  "cohere")
 #: config fields that describe sliding-window layers (read where a family names a window scheme)
 WINDOW_FIELDS = ("sliding_window", "use_sliding_window", "max_window_layers", "layer_types")
 #: what HF's null means where it is not "absent, derive it": q_lora_rank = None builds no query
@@ -186,6 +231,12 @@ class _Source:
 
     path: str
     text: str
+    start: int = 0  #: where the object being read begins (a nested text_config, vision_config)
+
+    def within(self, key: str) -> "_Source":
+        """The same text, its fields looked up from where ``"key":`` begins (the nested object)."""
+        span = re.compile(f'"{re.escape(key)}"\\s*:').search(self.text, self.start)
+        return _Source(self.path, self.text, span.end() if span else self.start)
 
     def span_at(self, pos: int, length: int = 1) -> Span:
         start = self.text.rfind("\n", 0, pos) + 1
@@ -197,7 +248,7 @@ class _Source:
 
     def span(self, key: str, nth: int = 0) -> Span | None:
         """Where ``"key":`` appears (its ``nth`` occurrence), or None if it is not found as written."""
-        found = re.finditer(f'"{re.escape(key)}"\\s*:', self.text)
+        found = re.compile(f'"{re.escape(key)}"\\s*:').finditer(self.text, self.start)
         match = next((m for i, m in enumerate(found) if i == nth), None)
         return self.span_at(match.start(), len(key) + 2) if match else None
 
@@ -327,6 +378,10 @@ def read_json(path: str | Path) -> dict:
 def read_config(path: str | Path, library) -> Config:
     """Read a Hugging Face config.json; every value is validated against the library.
 
+    A vision-language config (``gemma3``) nests its language model under ``text_config`` and its
+    image encoder under ``vision_config``: both are read, and reported fields are named by path
+    (``text_config.rope_theta``).
+
     Examples
     --------
     >>> import engine, json, tempfile, os
@@ -338,18 +393,141 @@ def read_config(path: str | Path, library) -> Config:
     >>> os.unlink(f.name)
     """
     src, data = _load(path)
-    supported = "supported: " + ", ".join(sorted(FAMILIES))
+    supported = "supported: " + ", ".join(sorted(FAMILIES.keys() | MULTIMODAL.keys()))
     if "model_type" not in data:
         raise SourceError(f"{src.path}: missing field 'model_type'", hint=supported)
     model_type = data["model_type"]
-    if not isinstance(model_type, str) or model_type not in FAMILIES:
+    if not isinstance(model_type, str) or model_type not in FAMILIES.keys() | MULTIMODAL.keys():
         short = isinstance(model_type, str) and len(model_type) <= MAX_SHOWN  # difflib is slow on megabytes
-        close = did_you_mean(model_type, FAMILIES) if short else None
+        close = did_you_mean(model_type, FAMILIES.keys() | MULTIMODAL.keys()) if short else None
         raise src.error(DomainError, f"unsupported model_type {_json_shown(model_type)}", "model_type",
                         hint=f"{close} {supported}" if close else supported)
+    if model_type in MULTIMODAL:
+        values, given, ignored, unknown = _read_multimodal(src, data, library, MULTIMODAL[model_type])
+    else:
+        values, given, ignored, unknown = _read_text(src, data, library, model_type)
+    # every value, fixed and derived ones too, must be valid for the library (domains, choices)
+    for name, value in values.items():
+        where = given.get(name)
+        values[name] = _check(library, name, value, where[0] if where else src, where[1] if where else None)
+    return Config(src.path, values, tuple(ignored), tuple(unknown))
+
+
+@dataclass(frozen=True)
+class Multimodal:
+    """A vision-language ``model_type``: its language model's family, its encoder and projector."""
+
+    text: str  # the model_type of text_config
+    vision: str  # the model_type of vision_config
+    fixed: dict  # the library's options for the encoder and the projector
+    #: top-level fields read into the library (config field -> library name)
+    fields: dict = field(default_factory=dict)
+    #: what transformers assumes where the top level leaves a field out
+    defaults: dict = field(default_factory=dict)
+
+
+#: Gemma 3 (transformers models/gemma3): Gemma3ForConditionalGeneration holds a Gemma3TextModel,
+#: a SigLIP vision tower (SiglipVisionModel, vision_config.model_type siglip_vision_model) and the
+#: Gemma3MultiModalProjector (a vision_hidden x hidden matrix and an RMSNorm)
+MULTIMODAL = {
+    "gemma3": Multimodal("gemma3_text", "siglip_vision_model", {"vision_tower": "siglip", "mm_projector": "gemma3"},
+                         fields={"mm_tokens_per_image": "mm_tokens_per_image"},
+                         defaults={"mm_tokens_per_image": 256}),
+}
+#: top-level fields of a vision-language config with no memory effect (token ids of the image markers)
+MULTIMODAL_NO_EFFECT = {"boi_token_index", "eoi_token_index", "image_token_index", "image_token_id",
+                        "boi_token_id", "eoi_token_id"}
+#: SigLIP's vision_config (transformers models/siglip/configuration_siglip.py SiglipVisionConfig):
+#: config field -> library name, and its defaults where a field is left out
+SIGLIP_FIELDS = {"hidden_size": "vision_hidden_size", "intermediate_size": "vision_intermediate_size",
+                 "num_hidden_layers": "vision_num_hidden_layers", "patch_size": "vision_patch_size",
+                 "image_size": "vision_image_size"}
+SIGLIP_DEFAULTS = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "patch_size": 16,
+                   "image_size": 224}
+#: SigLIP fields that change no parameter or memory figure memform states (heads split the width)
+SIGLIP_NO_EFFECT = {"model_type", "num_attention_heads", "hidden_act", "layer_norm_eps", "attention_dropout",
+                    "torch_dtype", "dtype", "initializer_range", "transformers_version"}
+
+
+def _object(src: _Source, data: dict, key: str) -> dict:
+    value = data.get(key)
+    if not isinstance(value, dict):
+        if key not in data:
+            raise SourceError(f"{src.path}: missing field '{key}'", hint="a vision-language config.json nests "
+                              "its language model under text_config and its image encoder under vision_config")
+        raise src.error(DomainError, f"field '{key}' must be an object, not {_json_shown(value)}", key)
+    return value
+
+
+def _read_multimodal(src: _Source, data: dict, library, kind: Multimodal):
+    """The library's values of a vision-language config: text_config read as its own family,
+    vision_config as the encoder's widths, the top level's image fields."""
+    text = _object(src, data, "text_config")
+    text_src = src.within("text_config")
+    if text.get("model_type", kind.text) != kind.text:
+        raise text_src.error(DomainError, f"text_config.model_type {_json_shown(text['model_type'])} is not "
+                             f"'{kind.text}'", "model_type")
+    values, given, ignored, unknown = _read_text(text_src, text, library, kind.text, prefix="text_config.")
+    values.update(kind.fixed)
+    vision = _object(src, data, "vision_config")
+    vision_src = src.within("vision_config")
+    if vision.get("model_type", kind.vision) != kind.vision:
+        raise vision_src.error(DomainError, f"vision_config.model_type {_json_shown(vision['model_type'])} is "
+                               f"not '{kind.vision}'", "model_type")
+    if vision.get("num_channels", 3) != 3:
+        raise vision_src.error(DomainError, f"vision_config.num_channels {_json_shown(vision['num_channels'])}: "
+                               "memform's SigLIP embeds 3-channel (RGB) patches", "num_channels")
+    if vision.get("vision_use_head", True) is not False:
+        raise vision_src.error(DomainError, "vision_config.vision_use_head is not false: SigLIP's pooling head "
+                               "is not modelled (Gemma 3's encoder has none)",
+                               "vision_use_head" if "vision_use_head" in vision else None)
+    for key, raw in vision.items():
+        if key in SIGLIP_FIELDS:
+            name = SIGLIP_FIELDS[key]
+            given[name] = (vision_src, key)
+            values[name] = _convert(raw, name, key, library, vision_src)
+        elif key in SIGLIP_NO_EFFECT or key in ("num_channels", "vision_use_head"):
+            ignored.append(f"vision_config.{shown(key)}")
+        else:
+            unknown.append(f"vision_config.{shown(key)}")
+    for key, default in SIGLIP_DEFAULTS.items():
+        values.setdefault(SIGLIP_FIELDS[key], sympy.Integer(default))
+    for key, raw in data.items():
+        if key in ("text_config", "vision_config"):
+            continue
+        if key in kind.fields:
+            name = kind.fields[key]
+            given[name] = (src, key)
+            values[name] = _convert(raw, name, key, library, src)
+        elif key in NO_MEMORY_EFFECT or key in MULTIMODAL_NO_EFFECT:
+            ignored.append(key)
+        elif key == "tie_word_embeddings":
+            continue  # read below
+        else:
+            unknown.append(shown(key))
+    for name, default in kind.defaults.items():
+        values.setdefault(name, sympy.Integer(default))
+    # the head: transformers 5 ties it as the top level says (Gemma3Config: true where it is left
+    # out), whatever text_config says; a text_config that says otherwise is refused as ambiguous
+    tied = data.get("tie_word_embeddings", True)
+    if "tie_word_embeddings" in text and text["tie_word_embeddings"] != tied:
+        default = "" if "tie_word_embeddings" in data else ", the default"
+        raise src.error(DomainError, f"'tie_word_embeddings' ({_json_shown(tied)}{default}) and "
+                        "'text_config.tie_word_embeddings' differ",
+                        "tie_word_embeddings" if "tie_word_embeddings" in data else "text_config",
+                        hint="transformers follows the top level; keep one of them")
+    if "tie_word_embeddings" in data:
+        given["tie_word_embeddings"] = (src, "tie_word_embeddings")
+    values["tie_word_embeddings"] = _convert(tied, "tie_word_embeddings", "tie_word_embeddings", library, src)
+    return values, given, ignored, unknown
+
+
+def _read_text(src: _Source, data: dict, library, model_type: str, prefix: str = ""):
+    """The library's values of a language model's config (the whole file, or a text_config);
+    fields reported as ignored or unknown are named with ``prefix``."""
     family = FAMILIES[model_type]
     values: dict = dict(family.fixed)
-    given: dict = {}  # library name -> the field that set it
+    given: dict = {}  # library name -> (source, the field that set it)
     ignored, unknown = [], []
     special = {"quantization_config"} & data.keys()  # fields read below, outside the one-to-one mapping
     for alias, main in family.aliases.items():
@@ -361,20 +539,40 @@ def read_config(path: str | Path, library) -> Config:
         special.update(k for k in WINDOW_FIELDS if k in data)
         if model_type == "gemma2" and "sliding_window_size" in data:
             special.add("sliding_window_size")  # an early alias of sliding_window
+        if family.window == "pattern" and "sliding_window_pattern" in data:
+            special.add("sliding_window_pattern")
     for key, raw in data.items():
         if key in special:
             continue
+        if key in family.expects:
+            if raw != family.expects[key]:
+                raise src.error(DomainError, f"{key} {_json_shown(raw)} is not supported", key,
+                                hint=f"transformers builds {model_type} with {key} {_json_shown(family.expects[key])}")
+            ignored.append(prefix + key)
+            continue
+        if key in family.switches:
+            name, yes, no = family.switches[key]
+            if not isinstance(raw, bool):
+                raise src.error(DomainError, f"field '{key}' must be true or false, not {_json_shown(raw)}", key)
+            given[name] = (src, key)
+            values[name] = yes if raw else no
+            continue
+        if key in family.spreads:
+            for name in family.spreads[key]:
+                given[name] = (src, key)
+                values[name] = _convert(raw, name, key, library, src)
+            continue
         name = family.renames.get(key, key)
         if key in NO_MEMORY_EFFECT and key not in family.renames:
-            ignored.append(key)
+            ignored.append(prefix + key)
             continue
         if name not in COMMON and name not in EXTRA and key not in family.renames:
-            unknown.append(shown(key))
+            unknown.append(prefix + shown(key))
             continue
         if name in given:
-            raise src.error(SourceError, f"fields '{given[name]}' and '{key}' both set '{name}'", key,
+            raise src.error(SourceError, f"fields '{given[name][1]}' and '{key}' both set '{name}'", key,
                             hint="keep one of them")
-        given[name] = key
+        given[name] = (src, key)
         raw = NULL_MEANS.get(name) if raw is None else raw
         if raw is not None:  # HF writes null for "derive it" (GPT-2 n_inner, head_dim)
             values[name] = _convert(raw, name, key, library, src)
@@ -391,6 +589,14 @@ def read_config(path: str | Path, library) -> Config:
         values["o_proj_bias"] = "true"  # Llama's attention_bias covers q, k, v and o
     if family.window:
         _read_window(family.window, data, values, src)
+    factor = _linear_rope_factor(src, data)
+    if factor is not None:
+        given["rope_linear_factor"] = (src, factor[0])
+        values["rope_linear_factor"] = _convert(factor[1], "rope_linear_factor", factor[0], library, src)
+        ignored.remove(prefix + factor[0])  # read, not ignored
+    if data.get("use_bidirectional_attention"):
+        raise src.error(DomainError, "use_bidirectional_attention (an encoder's attention, its window halved) "
+                        "is not supported", "use_bidirectional_attention")
     if "quantization_config" in data:
         hfquant.read(src, data["quantization_config"], values)
     if model_type in ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt_oss"):
@@ -406,11 +612,24 @@ def read_config(path: str | Path, library) -> Config:
     for name in REQUIRED + family.required:
         if name not in values:
             key = next((k for k, v in family.renames.items() if v == name), name)
-            raise SourceError(f"{src.path}: missing field '{key}'", hint=f"a {model_type} config.json names it")
-    # every value, fixed and derived ones too, must be valid for the library (domains, choices)
-    for name, value in values.items():
-        values[name] = _check(library, name, value, src, given.get(name))
-    return Config(src.path, values, tuple(ignored), tuple(unknown))
+            raise SourceError(f"{src.path}: missing field '{prefix}{key}'", hint=f"a {model_type} config.json names it")
+    return values, given, ignored, unknown
+
+
+def _linear_rope_factor(src: _Source, data: dict):
+    """(field, factor) of a linear rotary scaling (vLLM's LinearScalingRotaryEmbedding keeps a
+    table ``factor`` times as long), or None.  transformers < 5 writes ``rope_scaling``
+    ({"rope_type" or "type": "linear", "factor": f}); 5.x ``rope_parameters``, per layer type where
+    the model has two tables (Gemma 3: the full-attention layers' entry)."""
+    for key in ("rope_scaling", "rope_parameters"):
+        block = data.get(key)
+        if isinstance(block, dict) and isinstance(block.get("full_attention"), dict):
+            block = block["full_attention"]
+        if isinstance(block, dict) and (block.get("rope_type") or block.get("type")) == "linear":
+            if "factor" not in block:
+                raise src.error(DomainError, f"field '{key}' names linear scaling without a 'factor'", key)
+            return key, block["factor"]
+    return None
 
 
 def _read_window(scheme: str, data: dict, values: dict, src: _Source) -> None:
@@ -436,7 +655,7 @@ def _read_window(scheme: str, data: dict, values: dict, src: _Source) -> None:
             raise src.error(DomainError, f"field '{key}' must be true or false, not {_json_shown(raw)}", key)
         return raw
 
-    window = whole("sliding_window", None) or 0
+    window = whole("sliding_window", 4096 if scheme == "pattern" else None) or 0
     if "sliding_window_size" in data and whole("sliding_window_size", None) != (window or None):
         raise src.error(DomainError, "fields 'sliding_window' and 'sliding_window_size' differ",
                         "sliding_window_size", hint="keep one of them")
@@ -454,6 +673,11 @@ def _read_window(scheme: str, data: dict, values: dict, src: _Source) -> None:
         sliding = max(layers - start, 0) if flag("use_sliding_window", False) else 0
     elif scheme == "alternate":  # Gemma2Config: sliding when (i + 1) % 2
         sliding = (layers + 1) // 2
+    elif scheme == "pattern":  # Gemma3TextConfig: sliding when (i + 1) % sliding_window_pattern
+        pattern = whole("sliding_window_pattern", 6)
+        if not pattern:
+            raise src.error(DomainError, "field 'sliding_window_pattern' must be at least 1", "sliding_window_pattern")
+        sliding = layers - layers // pattern
     else:  # "all"
         sliding = layers
     if sliding and not window:

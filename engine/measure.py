@@ -32,7 +32,7 @@ PRECISIONS = {"fp32": ("float32", None), "bf16": ("bfloat16", None),
 #: the dtype of the logits transformers returns: the output layer's matmul's
 LOGITS_DTYPE = {"fp32": "fp32", "bf16": "bf16", "bf16_mixed": "bf16", "fp16_mixed": "fp16"}
 OPTIMIZERS = ("adamw", "sgd_momentum", "sgd", "none")
-FAMILIES = ("gpt2", "llama", "mixtral", "qwen2_moe")
+FAMILIES = ("gpt2", "llama", "mixtral", "qwen2_moe", "qwen3", "gemma3_text", "cohere")
 
 #: component -> (library rule, mode) it is compared with
 COMPONENTS = {
@@ -96,6 +96,12 @@ def family_of(scenario, config_path: str | None = None) -> str:
         raise UsageError("measure builds GQA models only (not MLA)")
     if opt("position_embedding") == "learned":
         return "gpt2"
+    if opt("norm_placement") == "parallel":
+        return "cohere"
+    if opt("norm_placement") == "sandwich":
+        return "gemma3_text"
+    if opt("qk_norm") == "head":
+        return "qwen3"
     if int(scenario.evaluate("num_experts")) > 0:
         return "qwen2_moe" if (opt("shared_expert_gate") == "true"
                                or int(scenario.evaluate("shared_expert_intermediate_size")) > 0) else "mixtral"
@@ -116,7 +122,14 @@ def hf_config(scenario, family: str):
             n_inner=ev("intermediate_size"), vocab_size=ev("vocab_size"),
             n_positions=ev("max_position_embeddings"), resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
             tie_word_embeddings=True, bos_token_id=None, eos_token_id=None)
-    if opt("mlp") != "swiglu" or opt("norm") != "rmsnorm":
+    if family == "cohere":
+        if not (opt("mlp") == "swiglu" and opt("norm") == "layernorm_nobias" and opt("norm_placement") == "parallel"):
+            raise UsageError("a Cohere model has a SwiGLU MLP and one bias-free LayerNorm per layer, in parallel")
+    elif family == "gemma3_text":
+        if not (opt("mlp") == "geglu" and opt("norm") == "rmsnorm" and opt("norm_placement") == "sandwich"
+                and opt("qk_norm") == "head"):
+            raise UsageError("a Gemma 3 model has a GeGLU MLP, four RMSNorms per layer and q/k norms over head_dim")
+    elif opt("mlp") != "swiglu" or opt("norm") != "rmsnorm":
         raise UsageError(f"a {family} model has a SwiGLU MLP and RMSNorm")
     common = dict(hidden_size=ev("hidden_size"), num_hidden_layers=ev("num_hidden_layers"),
                   num_attention_heads=ev("num_attention_heads"),
@@ -128,6 +141,24 @@ def hf_config(scenario, family: str):
         return transformers.LlamaConfig(intermediate_size=ev("intermediate_size"),
                                         attention_bias=opt("attention_bias") == "true",
                                         mlp_bias=opt("mlp_bias") == "true", **common)
+    if family == "qwen3":
+        if opt("qk_norm") != "head":
+            raise UsageError("a Qwen3 model normalises queries and keys over head_dim (qk_norm=head)")
+        return transformers.Qwen3Config(intermediate_size=ev("intermediate_size"),
+                                        attention_bias=opt("attention_bias") == "true", **common)
+    if family == "gemma3_text":
+        # every layer global (memform's activations do not depend on the window below seq_len)
+        return transformers.Gemma3TextConfig(intermediate_size=ev("intermediate_size"),
+                                             attention_bias=opt("attention_bias") == "true",
+                                             query_pre_attn_scalar=ev("head_dim"),
+                                             sliding_window=ev("max_position_embeddings"),
+                                             layer_types=["full_attention"] * ev("num_hidden_layers"), **common)
+    if family == "cohere":
+        if opt("qk_norm") not in ("none", "full"):
+            raise UsageError("a Cohere model's query and key norms span the whole q and k widths (qk_norm=full)")
+        return transformers.CohereConfig(intermediate_size=ev("intermediate_size"),
+                                         attention_bias=opt("attention_bias") == "true",
+                                         use_qk_norm=opt("qk_norm") == "full", **common)
     if family == "mixtral":
         return transformers.MixtralConfig(intermediate_size=ev("moe_intermediate_size"),
                                           num_local_experts=ev("num_experts"),

@@ -63,7 +63,31 @@ PUBLISHED = {  # model cards / technical reports; the MoE figures counted by han
     # f81fef1ddd90d214968e951a76834f1ded130a18, a git copy of the Hub repository (committed through
     # huggingface_hub; sha256 3a2a26de...59e9ce), with its MXFP4 quantization_config
     "gpt-oss-20b": 20_914_757_184,
+    # google/gemma-3-1b-it: 999,885,952 and google/gemma-3-4b-it: 4,300,079,472, the Hub's counts
+    # as a public list quotes them (index id 71142266638: "'google/gemma-3-1b-it': ('gemma',
+    # 999885952)", "'google/gemma-3-4b-it': ('gemma', 4300079472)"; id 70873148759 pins the 4B
+    # at revision 093f9f38 with "parametros": 4300079472).
+    # gemma-3-1b-it.json: the JSON block of a public Markdown note on loading Gemma 3 checkpoints
+    # (index id 46254032847), the Hub file as transformers 4.52.4 saves it (the Hub's names
+    # 4.50.0.dev0), copied character for character.
+    # gemma-3-4b-it.json is assembled, not a copy: its top level and text_config as a public
+    # Rust test quotes google/gemma-3-4b-it's config.json, "vision tower omitted" (index id
+    # 70224130757), laid out as transformers writes it; its vision_config the SigLIP encoder of
+    # Gemma 3 (1152 wide, 27 layers, 896-pixel images in 14-pixel patches, no pooling head) as
+    # formulas/presets.mem's gemma3-27b cites it.  The published count is the check.
+    "gemma-3-1b-it": 999_885_952,
+    "gemma-3-4b-it": 4_300_079_472,
 }
+#: configs whose model has no published exact count: transformers' model built from the file on
+#: the meta device is the only check (test_meta_device_model_agrees)
+META_ONLY = (
+    # bigcode/starcoder2-3b at revision 733247c5 as AshishKumar4/dew keeps it
+    # (tests/fixtures/hf/starcoder2-3b/config.json @ 778e6612, copied byte for byte)
+    "starcoder2-3b",
+    # CohereForAI/c4ai-command-r-08-2024 as unsloth/c4ai-command-r-08-2024 @ b67ed911 re-publishes it
+    # (AshishKumar4/dew tests/fixtures/hf/command-r-08-2024/config.json @ c8f009df, byte for byte)
+    "command-r-08-2024",
+)
 
 
 def scenario(lib, name, **values):
@@ -84,7 +108,10 @@ def test_config_parameter_count(lib, name):
                                           ("gemma-2-9b-it", "gemma2-9b"),
                                           ("phi-3-mini-4k-instruct", "phi3-mini-4k"),
                                           ("olmo-2-1124-7b-instruct", "olmo2-7b"),
-                                          ("granite-3.3-8b-instruct", "granite3.3-8b")])
+                                          ("granite-3.3-8b-instruct", "granite3.3-8b"),
+                                          ("gemma-3-1b-it", "gemma3-1b"), ("gemma-3-4b-it", "gemma3-4b"),
+                                          ("starcoder2-3b", "starcoder2-3b"),
+                                          ("command-r-08-2024", "command-r-08-2024")])
 def test_config_and_preset_agree(lib, name, preset):
     values = {"micro_batch": 2, "seq_len": 1024, "dropout": 0}
     from_config = scenario(lib, name, **values)
@@ -107,12 +134,14 @@ def test_qwen3_moe_active_parameters(lib):
 
 
 # ---------------------------------------------------------------- the model transformers builds
-MODEL_TYPES = {name: json.loads((CONFIGS / f"{name}.json").read_text())["model_type"] for name in PUBLISHED}
+MODEL_TYPES = {name: json.loads((CONFIGS / f"{name}.json").read_text())["model_type"]
+               for name in [*PUBLISHED, *META_ONLY]}
 
 
 def test_every_supported_model_type_has_a_config():
-    from engine.hfconfig import FAMILIES
-    assert set(MODEL_TYPES.values()) == set(FAMILIES)
+    from engine.hfconfig import FAMILIES, MULTIMODAL
+    # a vision-language config's language model is read as its own family: both are covered
+    assert set(MODEL_TYPES.values()) == set(FAMILIES) | set(MULTIMODAL)
 
 
 def meta_model_counts(name, tmp_path):
@@ -132,7 +161,7 @@ def meta_model_counts(name, tmp_path):
     return sum(t.numel() for t in tensors), len(tensors)
 
 
-@pytest.mark.parametrize("name", sorted(PUBLISHED))
+@pytest.mark.parametrize("name", sorted([*PUBLISHED, *META_ONLY]))
 def test_meta_device_model_agrees(lib, name, tmp_path):
     params, tensors = meta_model_counts(name, tmp_path)
     s = scenario(lib, name)
@@ -151,7 +180,15 @@ def test_meta_device_model_agrees(lib, name, tmp_path):
     ("granite-3.3-8b-instruct", 40 * (4 + 3 + 2) + 2),  # Llama's layout; tied head
     # q, k, v, o and their biases, the sinks; 2 norms; the router and its bias; the experts'
     # gate_up and down with their biases (3-D tensors); embedding, final norm, untied head
-    ("gpt-oss-20b", 24 * (8 + 1 + 2 + 2 + 4) + 3)])
+    ("gpt-oss-20b", 24 * (8 + 1 + 2 + 2 + 4) + 3),
+    ("gemma-3-1b-it", 26 * (4 + 3 + 4 + 2) + 2),  # Gemma 2's layout with q_norm and k_norm; tied
+    # SigLIP: q, k, v, out, fc1, fc2 with biases and two LayerNorms (16 per layer), patch
+    # embedding weight and bias, positions, post-LayerNorm; the projector's matrix and norm
+    ("gemma-3-4b-it", 34 * 13 + 2 + 27 * 16 + 5 + 2),
+    # q, k, v, o, c_fc, c_proj with biases; two LayerNorms with biases; embedding, final norm
+    # with its bias; tied head
+    ("starcoder2-3b", 30 * (8 + 4 + 4) + 3),
+    ("command-r-08-2024", 40 * (4 + 3 + 1) + 2)])  # one bias-free norm per layer; tied
 def test_tensor_counts_by_hand(lib, name, tensors):
     s = scenario(lib, name, optimizer="adamw", optimizer_step_bytes=4)
     assert s.evaluate("param_tensors") == tensors
@@ -168,7 +205,12 @@ def test_fused_projections_keep_the_parameter_count(lib):
 # ---------------------------------------------------------------- sliding-window layers
 @pytest.mark.parametrize("name, window, layers", [("gemma-2-9b-it", 4096, 21), ("phi-3-mini-4k-instruct", 2047, 32),
                                                   ("qwen3-8b", 0, 0), ("qwen3-30b-a3b", 0, 0),
-                                                  ("gpt-oss-20b", 128, 12)])
+                                                  ("gpt-oss-20b", 128, 12),
+                                                  # sliding_window_pattern 6: layers 5, 11, 17, 23 global
+                                                  ("gemma-3-1b-it", 512, 22),
+                                                  # no pattern field: Gemma3TextConfig's 6, 34 - 5
+                                                  ("gemma-3-4b-it", 1024, 29),
+                                                  ("starcoder2-3b", 4096, 30)])
 def test_sliding_window_fields_are_read(lib, name, window, layers):
     config = read_config(CONFIGS / f"{name}.json", lib)
     assert (config.values["sliding_window"], config.values["sliding_window_layers"]) == (window, layers)
@@ -209,6 +251,93 @@ def test_sliding_window_fields_are_validated(lib, tmp_path):
 def test_qwen3_moe_dense_layers_are_refused(lib, tmp_path):
     data = {**json.loads((CONFIGS / "qwen3-30b-a3b.json").read_text()), "mlp_only_layers": [0]}
     assert "mlp_only_layers [0]" in raises(lib, write(tmp_path, data), DomainError)
+
+
+GEMMA3 = json.loads((CONFIGS / "gemma-3-4b-it.json").read_text())
+
+
+def test_a_vision_language_config_reads_both_towers(lib):
+    config = read_config(CONFIGS / "gemma-3-4b-it.json", lib)
+    v = config.values
+    assert (v["vision_tower"], v["mm_projector"], v["mm_tokens_per_image"]) == ("siglip", "gemma3", 256)
+    assert (v["vision_hidden_size"], v["vision_num_hidden_layers"], v["vision_patch_size"]) == (1152, 27, 14)
+    # text_config's rope_scaling {"factor": 8.0, "rope_type": "linear"}: vLLM's table is 8 times longer
+    assert v["rope_linear_factor"] == 8 and "text_config.rope_scaling" not in config.ignored
+    assert {"text_config.model_type", "vision_config.num_attention_heads", "image_token_index"} <= set(config.ignored)
+
+
+def test_fields_of_a_nested_config_are_named_by_path(lib, tmp_path):
+    data = {**GEMMA3, "text_config": {**GEMMA3["text_config"], "new_text_field": 1},
+            "vision_config": {**GEMMA3["vision_config"], "new_vision_field": 2}, "new_top_field": 3}
+    config = read_config(write(tmp_path, data), lib)
+    assert set(config.unknown) == {"text_config.new_text_field", "vision_config.new_vision_field", "new_top_field"}
+
+
+@pytest.mark.parametrize("change, says, line", [
+    # errors inside text_config point at its own field, not vision_config's of the same name
+    (("vision_config", "hidden_size", 0), "'vision_hidden_size' must be >= 1", '"hidden_size": 0'),
+    (("text_config", "hidden_size", "wide"), "'hidden_size' must be a number", '"hidden_size": "wide"'),
+    (("vision_config", "vision_use_head", True), "pooling head is not modelled", '"vision_use_head": true'),
+    (("vision_config", "num_channels", 4), "3-channel", '"num_channels": 4'),
+    (("text_config", "model_type", "llama"), "is not 'gemma3_text'", '"model_type": "llama"'),
+    (("text_config", "sliding_window_pattern", 0), "'sliding_window_pattern' must be at least 1",
+     '"sliding_window_pattern": 0')])
+def test_errors_in_a_nested_config_are_located(lib, tmp_path, change, says, line):
+    part, key, value = change
+    data = {**GEMMA3, part: {**GEMMA3[part], key: value}}
+    with pytest.raises(DomainError) as info:
+        read_config(write(tmp_path, data), lib)
+    assert says in str(info.value), str(info.value)
+    assert info.value.span is not None and line in info.value.span.text, info.value.span
+
+
+def test_a_nested_config_without_its_towers_is_refused(lib, tmp_path):
+    text = raises(lib, write(tmp_path, {k: v for k, v in GEMMA3.items() if k != "vision_config"}), SourceError)
+    assert "missing field 'vision_config'" in text
+    text = raises(lib, write(tmp_path, {**GEMMA3, "text_config": [1]}), DomainError)
+    assert "field 'text_config' must be an object" in text
+
+
+
+def test_the_top_level_ties_the_head(lib, tmp_path):
+    # transformers 5 builds Gemma3ForConditionalGeneration with an untied head of 262,208 x 2,560
+    # more parameters when the top level says false, whatever text_config says; tied by default
+    untied = read_config(write(tmp_path, {**GEMMA3, "tie_word_embeddings": False}), lib)
+    assert Scenario.create(lib, None, values=untied.values).evaluate("n_params") == 4_300_079_472 + 262_208 * 2_560
+    text_only = {**GEMMA3, "text_config": {**GEMMA3["text_config"], "tie_word_embeddings": False}}
+    text = raises(lib, write(tmp_path, text_only), DomainError)
+    assert "'tie_word_embeddings' (true, the default) and 'text_config.tie_word_embeddings' differ" in text
+
+
+def test_a_missing_vision_use_head_is_siglips_default_head(lib, tmp_path):
+    # SiglipVisionConfig defaults vision_use_head to true: a pooling head memform does not model
+    vision = {k: v for k, v in GEMMA3["vision_config"].items() if k != "vision_use_head"}
+    assert "pooling head" in raises(lib, write(tmp_path, {**GEMMA3, "vision_config": vision}), DomainError)
+
+
+STARCODER2 = json.loads((CONFIGS / "starcoder2-3b.json").read_text())
+
+
+def test_one_field_sets_every_bias(lib, tmp_path):
+    v = read_config(write(tmp_path, {**STARCODER2, "use_bias": False}), lib).values
+    assert (v["attention_bias"], v["o_proj_bias"], v["mlp_bias"]) == ("false", "false", "false")
+    # 30 layers x (q, k, v biases 3072 + 2 x 256, o 3072, c_fc 12288, c_proj 3072)
+    with_bias = Scenario.create(lib, None, values=read_config(CONFIGS / "starcoder2-3b.json", lib).values)
+    without = Scenario.create(lib, None, values=v)
+    assert with_bias.evaluate("n_params") - without.evaluate("n_params") == 30 * (3072 + 512 + 3072 + 12288 + 3072)
+
+
+def test_fields_of_the_original_code_must_have_the_value_transformers_builds(lib, tmp_path):
+    text = raises(lib, write(tmp_path, {**STARCODER2, "norm_type": "rms_norm"}), DomainError)
+    assert 'norm_type "rms_norm" is not supported' in text and 'norm_type "layer_norm"' in text
+
+
+def test_a_true_or_false_field_chooses_an_option(lib, tmp_path):
+    command_r = json.loads((CONFIGS / "command-r-08-2024.json").read_text())
+    assert read_config(CONFIGS / "command-r-08-2024.json", lib).values["qk_norm"] == "none"
+    assert read_config(write(tmp_path, {**command_r, "use_qk_norm": True}), lib).values["qk_norm"] == "full"
+    text = raises(lib, write(tmp_path, {**command_r, "use_qk_norm": 1}), DomainError)
+    assert "field 'use_qk_norm' must be true or false, not 1" in text
 
 
 def run(*argv):

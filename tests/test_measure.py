@@ -27,6 +27,15 @@ CONFIGS = {
     "qwen2_moe": {"model_type": "qwen2_moe", **TINY, "num_key_value_heads": 2, "intermediate_size": 96,
                   "moe_intermediate_size": 32, "shared_expert_intermediate_size": 64, "num_experts": 4,
                   "num_experts_per_tok": 2},
+    # q_norm and k_norm over head_dim
+    "qwen3": {"model_type": "qwen3", **TINY, "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 96},
+    # four norms per layer, Gemma's RMSNorm (its weight applied in fp32), q/k norms, GeGLU
+    "gemma3_text": {"model_type": "gemma3_text", **TINY, "num_key_value_heads": 2, "head_dim": 16,
+                    "intermediate_size": 96, "sliding_window": 512},
+    # attention and MLP in parallel on one bias-free LayerNorm written out of elementary ops,
+    # q/k LayerNorms per head
+    "cohere": {"model_type": "cohere", **TINY, "num_key_value_heads": 2, "intermediate_size": 96,
+               "use_qk_norm": True},
 }
 EXACT = ("n_params", "weights", "grads", "optimizer_states", "logits_tensor", "kv_cache")
 

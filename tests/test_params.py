@@ -62,6 +62,15 @@ PUBLISHED = {
     # included; search index id 3173084990); a public table of GGUF counts gives 27432406640 for
     # unsloth_gemma-3-27b-it (id 70911651117)
     "gemma3-27b": 27_432_406_640,
+    # a public list of Hub counts (search index id 71142266638): "'google/gemma-3-4b-it': ('gemma',
+    # 4300079472)" and "'google/gemma-3-1b-it': ('gemma', 999885952)"; a pinned revision's
+    # "parametros": 4300079472 (id 70873148759)
+    "gemma3-4b": 4_300_079_472,
+    "gemma3-1b": 999_885_952,
+    # no published exact count found: transformers' model built from the config.json on the meta
+    # device (tests/test_hfconfig.py test_meta_device_model_agrees builds it from the same file)
+    "starcoder2-3b": 3_030_371_328,
+    "command-r-08-2024": 32_296_476_672,
 }
 
 ACTIVE = {  # parameters a token passes through

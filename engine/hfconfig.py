@@ -116,7 +116,8 @@ FAMILIES = {
     "qwen2_moe": Family({"mlp": "swiglu", "norm": "rmsnorm", "attention_bias": "true",
                          "shared_expert_gate": "true"},
                         renames={"moe_intermediate_size": "moe_intermediate_size",
-                                 "shared_expert_intermediate_size": "shared_expert_intermediate_size"},
+                                 "shared_expert_intermediate_size": "shared_expert_intermediate_size",
+                                 "decoder_sparse_step": "moe_layer_step"},
                         defaults={"tie_word_embeddings": False}),
     # DeepSeek-V2's router has no bias (topk_method greedy); V3's keeps e_score_correction_bias
     "deepseek_v2": Family({"mlp": "swiglu", "norm": "rmsnorm", "attention_type": "mla", "router_bias": "false"},
@@ -131,7 +132,7 @@ FAMILIES = {
     # Qwen3-MoE: no shared experts, a bias-free router; transformers >= 5 stacks the experts
     "qwen3_moe": Family({"mlp": "swiglu", "norm": "rmsnorm", "qk_norm": "head", "router_bias": "false",
                          "shared_expert_gate": "false"},
-                        renames={"num_local_experts": "num_experts"},
+                        renames={"num_local_experts": "num_experts", "decoder_sparse_step": "moe_layer_step"},
                         defaults={"tie_word_embeddings": False}, window="qwen"),
     # Gemma 2: norms before and after attention and MLP; logit soft-capping has no parameters
     "gemma2": Family({"mlp": "geglu", "norm": "rmsnorm", "rmsnorm_weight": "fp32", "norm_placement": "sandwich"},
@@ -605,10 +606,9 @@ def _read_text(src: _Source, data: dict, library, model_type: str, prefix: str =
     if model_type in ("qwen2_moe", "qwen3_moe") and data.get("mlp_only_layers"):
         raise src.error(DomainError, f"mlp_only_layers {_json_shown(data['mlp_only_layers'])} (dense layers "
                         "between MoE layers) is not supported", "mlp_only_layers")
-    for key, step in (("decoder_sparse_step", 1), ("moe_layer_freq", 1)):
-        if data.get(key, step) != step:
-            raise src.error(DomainError, f"{key} = {_json_shown(data[key])} (MoE on every other layer) "
-                            "is not supported", key)
+    if data.get("moe_layer_freq", 1) != 1:  # DeepSeek: experts on layers i >= first_k_dense_replace, i % freq == 0
+        raise src.error(DomainError, f"moe_layer_freq = {_json_shown(data['moe_layer_freq'])} (MoE on every other "
+                        "layer, counted from the first dense-free one) is not supported", "moe_layer_freq")
     for name in REQUIRED + family.required:
         if name not in values:
             key = next((k for k, v in family.renames.items() if v == name), name)

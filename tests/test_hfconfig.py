@@ -248,6 +248,25 @@ def test_sliding_window_fields_are_validated(lib, tmp_path):
     assert "field 'use_sliding_window' must be true or false, not 1" in text
 
 
+@pytest.mark.parametrize("name, step", [("qwen1.5-moe-a2.7b", 2), ("qwen3-30b-a3b", 3)])
+def test_moe_on_every_nth_layer_agrees_with_transformers(lib, tmp_path, name, step):
+    # decoder_sparse_step: experts on layers i with (i + 1) % step == 0, a dense MLP elsewhere
+    data = {**json.loads((CONFIGS / f"{name}.json").read_text()), "decoder_sparse_step": step}
+    config = read_config(write(tmp_path, data), lib)
+    assert config.values["moe_layer_step"] == step
+    s = Scenario.create(lib, None, values=config.values)
+    layers = data["num_hidden_layers"]
+    assert s.evaluate("num_moe_layers") == layers // step
+    import torch
+    import transformers
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.from_pretrained(tmp_path))
+    tensors = list(model.parameters())
+    assert s.evaluate("n_params") == sum(t.numel() for t in tensors)
+    assert s.evaluate("param_tensors") == len(tensors)
+
+
 def test_qwen3_moe_dense_layers_are_refused(lib, tmp_path):
     data = {**json.loads((CONFIGS / "qwen3-30b-a3b.json").read_text()), "mlp_only_layers": [0]}
     assert "mlp_only_layers [0]" in raises(lib, write(tmp_path, data), DomainError)

@@ -18,9 +18,9 @@ from typing import Iterable
 
 import sympy
 
-from .errors import (DependencyCycleError, EngineError, ErrorGroup, FormulaSyntaxError,
+from .errors import (DependencyCycleError, DomainError, EngineError, ErrorGroup, FormulaSyntaxError,
                      RedefinitionError, ResourceLimitError, Span, UnitError,
-                     UnknownNameError, did_you_mean)
+                     UnknownNameError, did_you_mean, shown)
 from .parser import data_path, parse_text
 from .rules import (BYTE, UNITS, At, CheckDecl, Decl, DtypeDecl, InputDecl, Match, OptionDecl,
                     PresetDecl, RuleDecl)
@@ -507,7 +507,14 @@ class _Lowering:
                 sym = lib._option_syms[opt.name]
                 args = (sym, code) if opt_a else (code, sym)
                 return e.func(*args)
-            return e.func(self.value(a), self.value(b))
+            sides = self.value(a), self.value(b)
+            try:
+                return e.func(*sides)
+            except TypeError:  # sympy cannot order a side that is not real (sqrt(-8 x) > 2, zoo < 1)
+                unreal = next((x for x in sides if x.is_extended_real is False), sides[0])
+                raise DomainError(f"a comparison in {self.what} has a side that is never a real number: "
+                                  f"{shown(sympy.sstr(unreal), 80)}", self.span,
+                                  hint="a square root of a negative value, or a division by zero") from None
         if isinstance(e, Match):
             return self._match(e)
         if isinstance(e, At):

@@ -142,3 +142,14 @@ def test_errors_pickle():
     err = error_of(TINY, 'rule x : count = 2 * widht "x"')
     again = pickle.loads(pickle.dumps(err))
     assert str(again) == str(err)
+
+
+def test_a_comparison_of_a_side_that_is_never_real_is_located(tmp_path):
+    # fuzzer rules seed 1212: sympy refused to order sqrt(0 - 8 x) (imaginary for every x > 0)
+    # with a TypeError out of the resolver
+    path = tmp_path / "unreal.mem"
+    path.write_text('check "never real": hidden_size >= 1 where sqrt(0 - 8 * hidden_size) >= 1\n')
+    with pytest.raises(DomainError) as info:
+        engine.load(extra=[path])
+    assert "a comparison in check \"never real\" has a side that is never a real number" in info.value.message
+    assert info.value.span.file.endswith("unreal.mem") and info.value.span.line == 1

@@ -49,9 +49,10 @@ def lib():
 
 
 def capacity(lib, name):
-    (setting, value, span), = lib.preset("gpu", name).settings
-    assert setting == "capacity"
-    return lib.check_value(setting, value, span)
+    settings = {n: (v, span) for n, v, span in lib.preset("gpu", name).settings}
+    assert set(settings) <= {"capacity", "gpu_sms"}
+    value, span = settings["capacity"]
+    return lib.check_value("capacity", value, span)
 
 
 def test_at_least_25_gpu_presets_load(lib):
@@ -79,6 +80,18 @@ def test_every_gpu_preset_lives_in_gpus_mem_with_a_source(lib):
         assert any(c.startswith("# source:") for c in comments), f"{m.group(1)} has no '# source:' line"
     assert sorted(in_file) == sorted(n for k, n in lib.presets if k == "gpu")
     assert "preset gpu" not in (GPUS_MEM.parent / "presets.mem").read_text()
+
+
+def test_every_nvidia_preset_sets_its_sm_count_with_a_source(lib):
+    # torch's multi_processor_count (vLLM sizes its top-k/top-p scratch buffer by it)
+    lines = GPUS_MEM.read_text().splitlines()
+    for i, line in enumerate(lines):
+        m = re.match(r'preset gpu "([^"]+)" .*"NVIDIA', line)
+        if not m:
+            continue
+        settings = {n: v for n, v, _ in lib.preset("gpu", m.group(1)).settings}
+        assert "gpu_sms" in settings, m.group(1)
+        assert lines[i - 1].startswith("# SMs: ") and str(settings["gpu_sms"]) in lines[i - 1], m.group(1)
 
 
 @pytest.mark.parametrize("name, mib", sorted(DRIVER_MIB.items()))

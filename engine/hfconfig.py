@@ -65,6 +65,10 @@ NO_MEMORY_EFFECT = {
     "norm_epsilon", "embedding_dropout",
     # Cohere: a scalar the logits are multiplied by
     "logit_scale",
+    # Llama 4: which layers skip the rotary embedding; the q/k L2 norm (no weight); the NoPE
+    # layers' attention temperature
+    "no_rope_layers", "no_rope_layer_interval", "use_qk_norm", "attn_temperature_tuning", "floor_scale",
+    "attn_scale",
 }
 
 #: fields every family shares, under the library's own names
@@ -183,6 +187,15 @@ FAMILIES = {
     "cohere": Family({"mlp": "swiglu", "norm": "layernorm_nobias", "norm_placement": "parallel"},
                      defaults={"tie_word_embeddings": True},
                      switches={"use_qk_norm": ("qk_norm", "full", "none")}),
+    # Llama 4's language model: experts (intermediate_size wide, fused 3-D) with one shared expert
+    # of the same width and a bias-free router on every interleave_moe_layer_step-th layer, dense
+    # layers intermediate_size_mlp wide; the q/k L2 norm has no weight (transformers
+    # models/llama4/modeling_llama4.py; docs/research/llama4.md)
+    "llama4_text": Family({"mlp": "swiglu", "norm": "rmsnorm", "router_bias": "false", "shared_expert_gate": "false"},
+                          renames={"num_local_experts": "num_experts", "interleave_moe_layer_step": "moe_layer_step",
+                                   "intermediate_size": "moe_intermediate_size",
+                                   "intermediate_size_mlp": "intermediate_size"},
+                          defaults={"tie_word_embeddings": False, "n_shared_experts": 1}),
     "gpt2": Family({"mlp": "gelu", "norm": "layernorm", "position_embedding": "learned",
                     "attention_bias": "true", "o_proj_bias": "true", "mlp_bias": "true",
                     "tie_word_embeddings": "true", "qkv_fused": "true", "gelu_kernel": "composite",
@@ -415,39 +428,73 @@ def read_config(path: str | Path, library) -> Config:
 
 
 @dataclass(frozen=True)
+class Vision:
+    """An image encoder's vision_config: its fields under the library's names, the defaults of
+    transformers' config class where a field is left out, the fields with no effect."""
+
+    model_type: str
+    fields: dict
+    defaults: dict
+    no_effect: frozenset
+    #: true/false fields that must have one value (SigLIP's vision_use_head: false, no pooling head)
+    required_flags: dict = field(default_factory=dict)
+
+
+_ENCODER_FIELDS = {"hidden_size": "vision_hidden_size", "intermediate_size": "vision_intermediate_size",
+                   "num_hidden_layers": "vision_num_hidden_layers", "patch_size": "vision_patch_size",
+                   "image_size": "vision_image_size"}
+_ENCODER_NO_EFFECT = {"model_type", "num_attention_heads", "hidden_act", "layer_norm_eps", "attention_dropout",
+                      "torch_dtype", "dtype", "initializer_range", "transformers_version", "num_channels"}
+#: SigLIP (transformers models/siglip/configuration_siglip.py SiglipVisionConfig)
+SIGLIP = Vision("siglip_vision_model", _ENCODER_FIELDS,
+                {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "patch_size": 16,
+                 "image_size": 224},
+                frozenset(_ENCODER_NO_EFFECT), required_flags={"vision_use_head": False})
+#: Llama 4's encoder (transformers models/llama4/configuration_llama4.py Llama4VisionConfig); the
+#: pixel shuffle, the rotary table and the projector's bias flag (the code builds none) have no
+#: parameters
+LLAMA4_VISION = Vision("llama4_vision_model",
+                       {**_ENCODER_FIELDS, "projector_input_dim": "vision_projector_input_dim",
+                        "projector_output_dim": "vision_projector_output_dim", "vision_output_dim": "vision_output_dim"},
+                       {"hidden_size": 768, "intermediate_size": 5632, "num_hidden_layers": 34, "patch_size": 14,
+                        "image_size": 448, "projector_input_dim": 4096, "projector_output_dim": 4096,
+                        "vision_output_dim": 7680},
+                       frozenset(_ENCODER_NO_EFFECT | {"norm_eps", "pixel_shuffle_ratio", "projector_dropout",
+                                                       "rope_theta", "vision_feature_layer",
+                                                       "vision_feature_select_strategy", "multi_modal_projector_bias"}))
+
+
+@dataclass(frozen=True)
 class Multimodal:
     """A vision-language ``model_type``: its language model's family, its encoder and projector."""
 
     text: str  # the model_type of text_config
-    vision: str  # the model_type of vision_config
+    vision: Vision
     fixed: dict  # the library's options for the encoder and the projector
     #: top-level fields read into the library (config field -> library name)
     fields: dict = field(default_factory=dict)
     #: what transformers assumes where the top level leaves a field out
     defaults: dict = field(default_factory=dict)
+    #: where transformers reads tie_word_embeddings: "top" (Gemma 3: the top level, true where it is
+    #: left out) or "text" (Llama 4: each part reads its own config)
+    tie_from: str = "top"
 
 
 #: Gemma 3 (transformers models/gemma3): Gemma3ForConditionalGeneration holds a Gemma3TextModel,
 #: a SigLIP vision tower (SiglipVisionModel, vision_config.model_type siglip_vision_model) and the
-#: Gemma3MultiModalProjector (a vision_hidden x hidden matrix and an RMSNorm)
+#: Gemma3MultiModalProjector (a vision_hidden x hidden matrix and an RMSNorm).  Llama 4
+#: (models/llama4): Llama4ForConditionalGeneration holds Llama4ForCausalLM, Llama4VisionModel and
+#: Llama4MultiModalProjector (docs/research/llama4.md)
 MULTIMODAL = {
-    "gemma3": Multimodal("gemma3_text", "siglip_vision_model", {"vision_tower": "siglip", "mm_projector": "gemma3"},
+    "gemma3": Multimodal("gemma3_text", SIGLIP, {"vision_tower": "siglip", "mm_projector": "gemma3"},
                          fields={"mm_tokens_per_image": "mm_tokens_per_image"},
                          defaults={"mm_tokens_per_image": 256}),
+    "llama4": Multimodal("llama4_text", LLAMA4_VISION, {"vision_tower": "llama4", "mm_projector": "llama4"},
+                         tie_from="text"),
 }
 #: top-level fields of a vision-language config with no memory effect (token ids of the image markers)
 MULTIMODAL_NO_EFFECT = {"boi_token_index", "eoi_token_index", "image_token_index", "image_token_id",
                         "boi_token_id", "eoi_token_id"}
-#: SigLIP's vision_config (transformers models/siglip/configuration_siglip.py SiglipVisionConfig):
-#: config field -> library name, and its defaults where a field is left out
-SIGLIP_FIELDS = {"hidden_size": "vision_hidden_size", "intermediate_size": "vision_intermediate_size",
-                 "num_hidden_layers": "vision_num_hidden_layers", "patch_size": "vision_patch_size",
-                 "image_size": "vision_image_size"}
-SIGLIP_DEFAULTS = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "patch_size": 16,
-                   "image_size": 224}
-#: SigLIP fields that change no parameter or memory figure memform states (heads split the width)
-SIGLIP_NO_EFFECT = {"model_type", "num_attention_heads", "hidden_act", "layer_norm_eps", "attention_dropout",
-                    "torch_dtype", "dtype", "initializer_range", "transformers_version"}
 
 
 def _object(src: _Source, data: dict, key: str) -> dict:
@@ -472,27 +519,29 @@ def _read_multimodal(src: _Source, data: dict, library, kind: Multimodal):
     values.update(kind.fixed)
     vision = _object(src, data, "vision_config")
     vision_src = src.within("vision_config")
-    if vision.get("model_type", kind.vision) != kind.vision:
+    encoder = kind.vision
+    if vision.get("model_type", encoder.model_type) != encoder.model_type:
         raise vision_src.error(DomainError, f"vision_config.model_type {_json_shown(vision['model_type'])} is "
-                               f"not '{kind.vision}'", "model_type")
+                               f"not '{encoder.model_type}'", "model_type")
     if vision.get("num_channels", 3) != 3:
         raise vision_src.error(DomainError, f"vision_config.num_channels {_json_shown(vision['num_channels'])}: "
-                               "memform's SigLIP embeds 3-channel (RGB) patches", "num_channels")
-    if vision.get("vision_use_head", True) is not False:
-        raise vision_src.error(DomainError, "vision_config.vision_use_head is not false: SigLIP's pooling head "
-                               "is not modelled (Gemma 3's encoder has none)",
-                               "vision_use_head" if "vision_use_head" in vision else None)
+                               "memform's image encoders embed 3-channel (RGB) patches", "num_channels")
+    for key, wanted in encoder.required_flags.items():  # SigLIP's vision_use_head defaults to true
+        if vision.get(key, True) is not wanted:
+            raise vision_src.error(DomainError, f"vision_config.{key} is not {_json_shown(wanted)}: SigLIP's pooling "
+                                   "head is not modelled (Gemma 3's encoder has none)",
+                                   key if key in vision else None)
     for key, raw in vision.items():
-        if key in SIGLIP_FIELDS:
-            name = SIGLIP_FIELDS[key]
+        if key in encoder.fields:
+            name = encoder.fields[key]
             given[name] = (vision_src, key)
             values[name] = _convert(raw, name, key, library, vision_src)
-        elif key in SIGLIP_NO_EFFECT or key in ("num_channels", "vision_use_head"):
+        elif key in encoder.no_effect or key in encoder.required_flags:
             ignored.append(f"vision_config.{shown(key)}")
         else:
             unknown.append(f"vision_config.{shown(key)}")
-    for key, default in SIGLIP_DEFAULTS.items():
-        values.setdefault(SIGLIP_FIELDS[key], sympy.Integer(default))
+    for key, default in encoder.defaults.items():
+        values.setdefault(encoder.fields[key], sympy.Integer(default))
     for key, raw in data.items():
         if key in ("text_config", "vision_config"):
             continue
@@ -508,6 +557,10 @@ def _read_multimodal(src: _Source, data: dict, library, kind: Multimodal):
             unknown.append(shown(key))
     for name, default in kind.defaults.items():
         values.setdefault(name, sympy.Integer(default))
+    if kind.tie_from == "text":  # each part ties as its own config says: text_config decided above
+        if "tie_word_embeddings" in data:
+            ignored.append("tie_word_embeddings")
+        return values, given, ignored, unknown
     # the head: transformers 5 ties it as the top level says (Gemma3Config: true where it is left
     # out), whatever text_config says; a text_config that says otherwise is refused as ambiguous
     tied = data.get("tie_word_embeddings", True)
@@ -531,6 +584,9 @@ def _read_text(src: _Source, data: dict, library, model_type: str, prefix: str =
     given: dict = {}  # library name -> (source, the field that set it)
     ignored, unknown = [], []
     special = {"quantization_config"} & data.keys()  # fields read below, outside the one-to-one mapping
+    if model_type == "llama4_text" and "moe_layers" in data:
+        special.add("moe_layers")
+        _check_moe_layers(src, data)
     for alias, main in family.aliases.items():
         if alias in data and main in data:
             if data[alias] != data[main]:
@@ -614,6 +670,20 @@ def _read_text(src: _Source, data: dict, library, model_type: str, prefix: str =
             key = next((k for k, v in family.renames.items() if v == name), name)
             raise SourceError(f"{src.path}: missing field '{prefix}{key}'", hint=f"a {model_type} config.json names it")
     return values, given, ignored, unknown
+
+
+def _check_moe_layers(src: _Source, data: dict) -> None:
+    """Llama 4's moe_layers: null, or the list interleave_moe_layer_step gives (layers step - 1,
+    2 step - 1, ...); another list is refused (memform counts MoE layers by the step)."""
+    listed = data["moe_layers"]
+    if listed is None:
+        return
+    layers, step = data.get("num_hidden_layers"), data.get("interleave_moe_layer_step", 1)
+    if isinstance(layers, int) and isinstance(step, int) and not isinstance(step, bool) and step >= 1 \
+            and listed == list(range(step - 1, layers, step)):
+        return
+    raise src.error(DomainError, f"moe_layers {_json_shown(listed)[:60]} is not every interleave_moe_layer_step-th "
+                    "layer; other layouts are not supported", "moe_layers")
 
 
 def _linear_rope_factor(src: _Source, data: dict):

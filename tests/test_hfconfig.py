@@ -77,7 +77,17 @@ PUBLISHED = {  # model cards / technical reports; the MoE figures counted by han
     # formulas/presets.mem's gemma3-27b cites it.  The published count is the check.
     "gemma-3-1b-it": 999_885_952,
     "gemma-3-4b-it": 4_300_079_472,
+    # meta-llama/Llama-4-Scout-17B-16E-Instruct: 108,641,793,536, the Hub's count as public files
+    # quote it (index id 71142266638: "'meta-llama/Llama-4-Scout-17B-16E-Instruct': ('other (Llama 4
+    # Community License)', 108641793536)"; id 70911651117 for unsloth's copy).  llama-4-scout.json
+    # is not the Hub file: ai-dynamo/aiconfigurator's curated copy of its values
+    # (aic-core/src/aiconfigurator_core/model_configs/meta-llama--Llama-4-Scout-17B-16E-Instruct_config.json
+    # @ 64c5ddb6, byte for byte: no token ids, no no_rope_layers), which transformers builds to the
+    # published count
+    "llama-4-scout": 108_641_793_536,
 }
+#: fields a config holds that memform reports as not understood (they change no parameter count)
+NOT_READ = {"llama-4-scout": ("text_config.attention_chunk_size",)}  # vLLM's chunked KV cache: not modelled
 #: configs whose model has no published exact count: transformers' model built from the file on
 #: the meta device is the only check (test_meta_device_model_agrees)
 META_ONLY = (
@@ -92,7 +102,7 @@ META_ONLY = (
 
 def scenario(lib, name, **values):
     config = read_config(CONFIGS / f"{name}.json", lib)
-    assert config.unknown == ()
+    assert config.unknown == NOT_READ.get(name, ())
     return Scenario.create(lib, None, values={**config.values, **values})
 
 
@@ -111,7 +121,8 @@ def test_config_parameter_count(lib, name):
                                           ("granite-3.3-8b-instruct", "granite3.3-8b"),
                                           ("gemma-3-1b-it", "gemma3-1b"), ("gemma-3-4b-it", "gemma3-4b"),
                                           ("starcoder2-3b", "starcoder2-3b"),
-                                          ("command-r-08-2024", "command-r-08-2024")])
+                                          ("command-r-08-2024", "command-r-08-2024"),
+                                          ("llama-4-scout", "llama4-scout")])
 def test_config_and_preset_agree(lib, name, preset):
     values = {"micro_batch": 2, "seq_len": 1024, "dropout": 0}
     from_config = scenario(lib, name, **values)
@@ -140,8 +151,10 @@ MODEL_TYPES = {name: json.loads((CONFIGS / f"{name}.json").read_text())["model_t
 
 def test_every_supported_model_type_has_a_config():
     from engine.hfconfig import FAMILIES, MULTIMODAL
-    # a vision-language config's language model is read as its own family: both are covered
-    assert set(MODEL_TYPES.values()) == set(FAMILIES) | set(MULTIMODAL)
+    # a vision-language config's language model is read as its own family: its text_config
+    # covers that family (Llama 4's llama4_text)
+    covered = set(MODEL_TYPES.values()) | {MULTIMODAL[t].text for t in MODEL_TYPES.values() if t in MULTIMODAL}
+    assert covered == set(FAMILIES) | set(MULTIMODAL)
 
 
 def meta_model_counts(name, tmp_path):
@@ -152,10 +165,14 @@ def meta_model_counts(name, tmp_path):
     import torch  # no skip: the check must run wherever the tests do
     import transformers
 
+    from engine.hfconfig import MULTIMODAL
     (tmp_path / "config.json").write_text((CONFIGS / f"{name}.json").read_text())
     config = transformers.AutoConfig.from_pretrained(tmp_path)
+    # a vision-language model whole (AutoModelForCausalLM builds Llama 4's language model alone)
+    auto = transformers.AutoModelForImageTextToText if config.model_type in MULTIMODAL else \
+        transformers.AutoModelForCausalLM
     with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(config)
+        model = auto.from_config(config)
     tensors = list(model.parameters())
     tensors += [b for n, b in model.named_buffers() if n.endswith("e_score_correction_bias")]
     return sum(t.numel() for t in tensors), len(tensors)
@@ -188,7 +205,11 @@ def test_meta_device_model_agrees(lib, name, tmp_path):
     # q, k, v, o, c_fc, c_proj with biases; two LayerNorms with biases; embedding, final norm
     # with its bias; tied head
     ("starcoder2-3b", 30 * (8 + 4 + 4) + 3),
-    ("command-r-08-2024", 40 * (4 + 3 + 1) + 2)])  # one bias-free norm per layer; tied
+    ("command-r-08-2024", 40 * (4 + 3 + 1) + 2),  # one bias-free norm per layer; tied
+    # q, k, v, o, 2 norms; fused experts (2), router, shared expert (3); embedding, final norm,
+    # untied head; the encoder's 16 per layer, patch projection, class embedding, positions, two
+    # LayerNorms (4), the adapter's 2 matrices; the projector
+    ("llama-4-scout", 48 * (4 + 2 + 6) + 3 + 34 * 16 + 9 + 1)])
 def test_tensor_counts_by_hand(lib, name, tensors):
     s = scenario(lib, name, optimizer="adamw", optimizer_step_bytes=4)
     assert s.evaluate("param_tensors") == tensors
@@ -265,6 +286,34 @@ def test_moe_on_every_nth_layer_agrees_with_transformers(lib, tmp_path, name, st
     tensors = list(model.parameters())
     assert s.evaluate("n_params") == sum(t.numel() for t in tensors)
     assert s.evaluate("param_tensors") == len(tensors)
+
+
+def test_llama4_maverick_interleaves_dense_and_moe_layers(lib, tmp_path):
+    # Maverick: Scout's config with 128 experts on every other layer, the rest dense of
+    # intermediate_size_mlp 16,384 (NVIDIA/TensorRT-LLM test_modeling_llama_min_latency.py
+    # LLAMA_4_MAVERICK_TWO_LAYER_CONFIG @ b35ac1b6; ollama's GGUF metadata: expert_count 128,
+    # interleave_moe_layer_step 2); published count 401,583,781,376 (Fireworks' documentation,
+    # search index id 16346900026; a test asserting parameterCount == 401583781376n, id 71136150794)
+    scout = json.loads((CONFIGS / "llama-4-scout.json").read_text())
+    text = {**scout["text_config"], "num_local_experts": 128, "interleave_moe_layer_step": 2, "use_qk_norm": False,
+            "moe_layers": list(range(1, 48, 2))}
+    s = Scenario.create(lib, None, values=read_config(write(tmp_path, {**scout, "text_config": text}), lib).values)
+    assert (s.evaluate("num_moe_layers"), s.evaluate("num_dense_layers")) == (24, 24)
+    assert s.evaluate("n_params") == 401_583_781_376
+    assert s.evaluate("param_tensors") == 1_061  # counted by transformers on the meta device
+    text["moe_layers"] = [0, 5]
+    assert "moe_layers [0, 5] is not every" in raises(lib, write(tmp_path, {**scout, "text_config": text}), DomainError)
+
+
+def test_llama4_ties_its_head_as_text_config_says(lib, tmp_path):
+    # each part of Llama4ForConditionalGeneration reads its own config's tie_word_embeddings
+    scout = json.loads((CONFIGS / "llama-4-scout.json").read_text())
+    top = read_config(write(tmp_path, {**scout, "tie_word_embeddings": True}), lib)
+    assert top.values["tie_word_embeddings"] == "false" and "tie_word_embeddings" in top.ignored
+    text = {**scout["text_config"], "tie_word_embeddings": True}
+    tied = read_config(write(tmp_path, {**scout, "text_config": text}), lib)
+    s = Scenario.create(lib, None, values=tied.values)
+    assert s.evaluate("n_params") == 108_641_793_536 - 202_048 * 5_120
 
 
 def test_qwen3_moe_dense_layers_are_refused(lib, tmp_path):

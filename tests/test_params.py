@@ -69,6 +69,10 @@ PUBLISHED = {
     "gemma3-1b": 999_885_952,
     # no published exact count found: transformers' model built from the config.json on the meta
     # device (tests/test_hfconfig.py test_meta_device_model_agrees builds it from the same file)
+    # the Hub's count (search index id 71142266638, 108641793536); Maverick: Fireworks'
+    # documentation and a public test (ids 16346900026, 71136150794: 401583781376)
+    "llama4-scout": 108_641_793_536,
+    "llama4-maverick": 401_583_781_376,
     "starcoder2-3b": 3_030_371_328,
     "command-r-08-2024": 32_296_476_672,
 }

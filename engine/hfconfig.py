@@ -65,10 +65,8 @@ NO_MEMORY_EFFECT = {
     "norm_epsilon", "embedding_dropout",
     # Cohere: a scalar the logits are multiplied by
     "logit_scale",
-    # Llama 4: which layers skip the rotary embedding; the q/k L2 norm (no weight); the NoPE
-    # layers' attention temperature
-    "no_rope_layers", "no_rope_layer_interval", "use_qk_norm", "attn_temperature_tuning", "floor_scale",
-    "attn_scale",
+    # Llama 4: the q/k L2 norm (no weight); the NoPE layers' attention temperature
+    "use_qk_norm", "attn_temperature_tuning", "floor_scale", "attn_scale",
 }
 
 #: fields every family shares, under the library's own names
@@ -584,9 +582,11 @@ def _read_text(src: _Source, data: dict, library, model_type: str, prefix: str =
     given: dict = {}  # library name -> (source, the field that set it)
     ignored, unknown = [], []
     special = {"quantization_config"} & data.keys()  # fields read below, outside the one-to-one mapping
-    if model_type == "llama4_text" and "moe_layers" in data:
-        special.add("moe_layers")
-        _check_moe_layers(src, data)
+    if model_type == "llama4_text":
+        special.update(k for k in ("moe_layers", "attention_chunk_size", "no_rope_layers", "no_rope_layer_interval")
+                       if k in data)
+        if "moe_layers" in data:
+            _check_moe_layers(src, data)
     for alias, main in family.aliases.items():
         if alias in data and main in data:
             if data[alias] != data[main]:
@@ -646,6 +646,8 @@ def _read_text(src: _Source, data: dict, library, model_type: str, prefix: str =
         values["o_proj_bias"] = "true"  # Llama's attention_bias covers q, k, v and o
     if family.window:
         _read_window(family.window, data, values, src)
+    if model_type == "llama4_text":
+        _read_chunks(data, values, src)
     factor = _linear_rope_factor(src, data)
     if factor is not None:
         given["rope_linear_factor"] = (src, factor[0])
@@ -670,6 +672,37 @@ def _read_text(src: _Source, data: dict, library, model_type: str, prefix: str =
             key = next((k for k, v in family.renames.items() if v == name), name)
             raise SourceError(f"{src.path}: missing field '{prefix}{key}'", hint=f"a {model_type} config.json names it")
     return values, given, ignored, unknown
+
+
+def _read_chunks(data: dict, values: dict, src: _Source) -> None:
+    """Llama 4's chunked attention: the layers with rotary positions (no_rope_layers[i] = 1, by
+    default every layer but each no_rope_layer_interval-th) attend within chunks of
+    attention_chunk_size tokens (Llama4TextConfig: layer_types chunked_attention), read as
+    local-attention layers."""
+    layers = values.get("num_hidden_layers")
+    if layers is None:
+        return  # the missing field is reported below
+    layers = int(layers)
+    chunk = data.get("attention_chunk_size")
+    if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1):
+        raise src.error(DomainError, f"field 'attention_chunk_size' must be a whole number >= 1 or null, not "
+                        f"{_json_shown(chunk)}", "attention_chunk_size")
+    flags = data.get("no_rope_layers")
+    if flags:  # an explicit list: 1 for a layer with rotary positions
+        if not isinstance(flags, list) or len(flags) != layers or any(f not in (0, 1) or isinstance(f, bool)
+                                                                      for f in flags):
+            raise src.error(DomainError, f"field 'no_rope_layers' must list 0 or 1 for each of the {layers} layers",
+                            "no_rope_layers")
+        rope_layers = sum(flags)
+    else:
+        interval = data.get("no_rope_layer_interval", 4)
+        if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
+            raise src.error(DomainError, f"field 'no_rope_layer_interval' must be a whole number >= 1, not "
+                            f"{_json_shown(interval)}", "no_rope_layer_interval")
+        rope_layers = layers - layers // interval
+    if chunk is not None and rope_layers:
+        values.update(sliding_window=sympy.Integer(chunk), sliding_window_layers=sympy.Integer(rope_layers),
+                      local_attention="chunked")
 
 
 def _check_moe_layers(src: _Source, data: dict) -> None:

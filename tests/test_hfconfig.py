@@ -86,8 +86,8 @@ PUBLISHED = {  # model cards / technical reports; the MoE figures counted by han
     # published count
     "llama-4-scout": 108_641_793_536,
 }
-#: fields a config holds that memform reports as not understood (they change no parameter count)
-NOT_READ = {"llama-4-scout": ("text_config.attention_chunk_size",)}  # vLLM's chunked KV cache: not modelled
+#: fields a config holds that memform reports as not understood
+NOT_READ: dict = {}
 #: configs whose model has no published exact count: transformers' model built from the file on
 #: the meta device is the only check (test_meta_device_model_agrees)
 META_ONLY = (

@@ -12,7 +12,7 @@ import sympy
 
 from .errors import DomainError, EngineError, FormulaSyntaxError, MissingInputError, Span, UsageError
 from .parser import parse_value
-from .registry import Library
+from .registry import Library, _cpu_budget, _OverBudget
 from .rules import At, InputDecl, OptionDecl
 
 
@@ -205,8 +205,14 @@ class Scenario:
                 # sqrt(-1), log2(-1): not a number of bytes (zoo stays 'undefined' in evaluate)
                 raise _not_real(lib, name, expr, sub, f"its value is {sympy.sstr(value)}")
             if value.is_number and not value.is_Rational and value.is_finite and value.is_extended_real:
-                # log(4)/log(2) is 2; sqrt(10^9) is a real number, but not an exact one
-                value = sympy.simplify(value)
+                # log(4)/log(2) is 2; sqrt(10^9) is a real number, but not an exact one.  simplify
+                # over a 400-digit constant beside a logarithm runs for minutes: bounded
+                try:
+                    with _cpu_budget(SIMPLIFY_CPU_SECONDS):
+                        value = sympy.simplify(value)
+                except _OverBudget:
+                    raise _not_real(lib, name, expr, sub, f"its value {_short(value)} is not shown to be exact "
+                                    f"within {SIMPLIFY_CPU_SECONDS} s of CPU time", irrational=True) from None
                 if not value.is_Rational:
                     raise _not_real(lib, name, expr, sub, f"its value {_short(value)} is irrational", irrational=True)
             _check_size(value, name, lib)
@@ -271,6 +277,10 @@ def _not_real(lib, name: str, expr, sub: dict, why: str, irrational: bool = Fals
     hints = [h for h in (f"with {used}" if used else None, rounding) if h]
     return DomainError(f"rule '{name}' is not {kind} here: {why}", rule.expr_span or rule.span,
                        hint="; ".join(hints) if hints else None)
+
+
+#: CPU seconds simplify may spend showing that a value with logarithms or roots is exact
+SIMPLIFY_CPU_SECONDS = 2
 
 
 def _short(value, n: int = 60) -> str:

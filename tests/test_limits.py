@@ -4,7 +4,7 @@ import time
 import pytest
 
 import engine
-from engine.errors import ResourceLimitError
+from engine.errors import DomainError, ResourceLimitError
 from engine.model import Scenario
 
 
@@ -104,3 +104,18 @@ def test_a_check_over_conditions_of_composed_rules_has_a_cpu_budget(tmp_path):
     assert "check 'fold' took more than 5 s of CPU time" in info.value.message
     assert info.value.span.file.endswith("fold.mem") and info.value.span.line == 1
     assert time.process_time() - start < 15
+
+
+def test_showing_a_logarithm_beside_a_huge_constant_exact_is_bounded(tmp_path):
+    # fuzzer rules seed 1212: sympy's simplify of log2(12800) + 1e400 ran for minutes while the
+    # value was checked to be exact; it is refused within simplify's CPU budget instead
+    path = tmp_path / "log.mem"
+    path.write_text("override rule autocast_output_params : params = megatron_moe_layer_params "
+                    "+ log2(1E+2 * qk_nope_head_dim) + 1e400 \"x\"\n")
+    lib = engine.load(extra=[path])
+    start = time.process_time()
+    with pytest.raises(DomainError) as info:
+        Scenario.create(lib, "qwen2.5-7b").evaluate("autocast_output_params")
+    assert "is not an exact number here" in info.value.message and "within 2 s of CPU time" in info.value.message
+    assert info.value.span.file.endswith("log.mem")
+    assert time.process_time() - start < 10

@@ -194,6 +194,18 @@ FAMILIES = {
                                    "intermediate_size": "moe_intermediate_size",
                                    "intermediate_size_mlp": "intermediate_size"},
                           defaults={"tie_word_embeddings": False, "n_shared_experts": 1}),
+    # Falcon: q, k and v in one query_key_value (one K and V head with multi_query, num_kv_heads
+    # with the new decoder architecture), a plain GELU MLP, one bias flag for every projection;
+    # attention and MLP in parallel on one LayerNorm, or on two (new decoder architecture, or
+    # num_ln_in_parallel_attn 2: counted as a pre-norm layer, the same norms and inputs), or in
+    # sequence (transformers models/falcon/modeling_falcon.py, configuration_falcon.py)
+    "falcon": Family({"mlp": "gelu", "norm": "layernorm", "qkv_fused": "true"},
+                     renames={"ffn_hidden_size": "intermediate_size", "hidden_dropout": "dropout"},
+                     required=(),
+                     defaults={"tie_word_embeddings": True, "attention_bias": False, "o_proj_bias": False,
+                               "mlp_bias": False, "max_position_embeddings": 2048},
+                     spreads={"bias": ("attention_bias", "o_proj_bias", "mlp_bias")},
+                     expects={"alibi": False, "apply_residual_connection_post_layernorm": False}),
     "gpt2": Family({"mlp": "gelu", "norm": "layernorm", "position_embedding": "learned",
                     "attention_bias": "true", "o_proj_bias": "true", "mlp_bias": "true",
                     "tie_word_embeddings": "true", "qkv_fused": "true", "gelu_kernel": "composite",
@@ -582,6 +594,8 @@ def _read_text(src: _Source, data: dict, library, model_type: str, prefix: str =
     given: dict = {}  # library name -> (source, the field that set it)
     ignored, unknown = [], []
     special = {"quantization_config"} & data.keys()  # fields read below, outside the one-to-one mapping
+    if model_type == "falcon":
+        special.update(k for k in FALCON_LAYOUT if k in data)
     if model_type == "llama4_text":
         special.update(k for k in ("moe_layers", "attention_chunk_size", "no_rope_layers", "no_rope_layer_interval")
                        if k in data)
@@ -648,6 +662,8 @@ def _read_text(src: _Source, data: dict, library, model_type: str, prefix: str =
         _read_window(family.window, data, values, src)
     if model_type == "llama4_text":
         _read_chunks(data, values, src)
+    if model_type == "falcon":
+        _read_falcon_layout(data, values, src)
     factor = _linear_rope_factor(src, data)
     if factor is not None:
         given["rope_linear_factor"] = (src, factor[0])
@@ -672,6 +688,36 @@ def _read_text(src: _Source, data: dict, library, model_type: str, prefix: str =
             key = next((k for k, v in family.renames.items() if v == name), name)
             raise SourceError(f"{src.path}: missing field '{prefix}{key}'", hint=f"a {model_type} config.json names it")
     return values, given, ignored, unknown
+
+
+#: Falcon's fields that choose its attention and norm layout (configuration_falcon.py defaults)
+FALCON_LAYOUT = {"multi_query": True, "new_decoder_architecture": False, "parallel_attn": True,
+                 "num_kv_heads": None, "num_ln_in_parallel_attn": None}
+
+
+def _read_falcon_layout(data: dict, values: dict, src: _Source) -> None:
+    """Falcon's KV heads and norms as FalconAttention and FalconDecoderLayer build them."""
+    flags = {}
+    for key, default in FALCON_LAYOUT.items():
+        raw = data.get(key, default)
+        if key in ("num_kv_heads", "num_ln_in_parallel_attn"):
+            if raw is not None and (isinstance(raw, bool) or not isinstance(raw, int) or raw < 1):
+                raise src.error(DomainError, f"field '{key}' must be a whole number >= 1 or null, not "
+                                f"{_json_shown(raw)}", key)
+        elif not isinstance(raw, bool):
+            raise src.error(DomainError, f"field '{key}' must be true or false, not {_json_shown(raw)}", key)
+        flags[key] = raw
+    heads = values.get("num_attention_heads")
+    if "hidden_size" in values:
+        values.setdefault("intermediate_size", 4 * values["hidden_size"])  # ffn_hidden_size's default
+    if heads is None:
+        return  # the missing field is reported below
+    if flags["new_decoder_architecture"]:
+        values["num_key_value_heads"] = sympy.Integer(flags["num_kv_heads"] or heads)
+    else:
+        values["num_key_value_heads"] = sympy.Integer(1) if flags["multi_query"] else heads
+    norms = flags["num_ln_in_parallel_attn"] or (2 if flags["new_decoder_architecture"] else 1)
+    values["norm_placement"] = "parallel" if flags["parallel_attn"] and norms == 1 else "pre"
 
 
 def _read_chunks(data: dict, values: dict, src: _Source) -> None:

@@ -97,6 +97,9 @@ META_ONLY = (
     # CohereForAI/c4ai-command-r-08-2024 as unsloth/c4ai-command-r-08-2024 @ b67ed911 re-publishes it
     # (AshishKumar4/dew tests/fixtures/hf/command-r-08-2024/config.json @ c8f009df, byte for byte)
     "command-r-08-2024",
+    # tiiuae/falcon-7b at revision ec89142b as AshishKumar4/dew keeps it
+    # (tests/fixtures/hf/falcon-7b/config.json @ 1a922f3b, byte for byte)
+    "falcon-7b",
 )
 
 
@@ -122,7 +125,7 @@ def test_config_parameter_count(lib, name):
                                           ("gemma-3-1b-it", "gemma3-1b"), ("gemma-3-4b-it", "gemma3-4b"),
                                           ("starcoder2-3b", "starcoder2-3b"),
                                           ("command-r-08-2024", "command-r-08-2024"),
-                                          ("llama-4-scout", "llama4-scout")])
+                                          ("llama-4-scout", "llama4-scout"), ("falcon-7b", "falcon-7b")])
 def test_config_and_preset_agree(lib, name, preset):
     values = {"micro_batch": 2, "seq_len": 1024, "dropout": 0}
     from_config = scenario(lib, name, **values)
@@ -209,7 +212,10 @@ def test_meta_device_model_agrees(lib, name, tmp_path):
     # q, k, v, o, 2 norms; fused experts (2), router, shared expert (3); embedding, final norm,
     # untied head; the encoder's 16 per layer, patch projection, class embedding, positions, two
     # LayerNorms (4), the adapter's 2 matrices; the projector
-    ("llama-4-scout", 48 * (4 + 2 + 6) + 3 + 34 * 16 + 9 + 1)])
+    ("llama-4-scout", 48 * (4 + 2 + 6) + 3 + 34 * 16 + 9 + 1),
+    # query_key_value, dense, the MLP's two matrices, one LayerNorm with its bias; embedding,
+    # final LayerNorm and bias; tied head
+    ("falcon-7b", 32 * (2 + 2 + 2) + 3)])
 def test_tensor_counts_by_hand(lib, name, tensors):
     s = scenario(lib, name, optimizer="adamw", optimizer_step_bytes=4)
     assert s.evaluate("param_tensors") == tensors
@@ -314,6 +320,27 @@ def test_llama4_ties_its_head_as_text_config_says(lib, tmp_path):
     tied = read_config(write(tmp_path, {**scout, "text_config": text}), lib)
     s = Scenario.create(lib, None, values=tied.values)
     assert s.evaluate("n_params") == 108_641_793_536 - 202_048 * 5_120
+
+
+@pytest.mark.parametrize("layout, kv_heads, placement", [
+    ({}, 1, "parallel"),  # Falcon-7B: one K and V head, attention and MLP on one LayerNorm
+    ({"multi_query": False, "bias": True}, 71, "parallel"),
+    ({"parallel_attn": False}, 1, "pre"),
+    # Falcon-40B/180B's layout: num_kv_heads K and V heads, two LayerNorms in parallel
+    ({"new_decoder_architecture": True, "num_kv_heads": 8, "num_attention_heads": 64, "hidden_size": 8192}, 8, "pre")])
+def test_falcon_layouts_agree_with_transformers(lib, tmp_path, layout, kv_heads, placement):
+    data = {**json.loads((CONFIGS / "falcon-7b.json").read_text()), "num_hidden_layers": 2, **layout}
+    config = read_config(write(tmp_path, data), lib)
+    assert (config.values["num_key_value_heads"], config.values["norm_placement"]) == (kv_heads, placement)
+    s = Scenario.create(lib, None, values=config.values)
+    import torch
+    import transformers
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.from_pretrained(tmp_path))
+    tensors = list(model.parameters())
+    assert s.evaluate("n_params") == sum(t.numel() for t in tensors)
+    assert s.evaluate("param_tensors") == len(tensors)
 
 
 def test_qwen3_moe_dense_layers_are_refused(lib, tmp_path):

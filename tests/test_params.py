@@ -74,6 +74,7 @@ PUBLISHED = {
     "llama4-scout": 108_641_793_536,
     "llama4-maverick": 401_583_781_376,
     "starcoder2-3b": 3_030_371_328,
+    "falcon-7b": 6_921_720_704,
     "command-r-08-2024": 32_296_476_672,
 }
 

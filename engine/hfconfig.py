@@ -104,6 +104,8 @@ class Family:
     #: true/false config fields that choose between two values of a library option
     #: (Cohere's use_qk_norm: qk_norm full or none): field -> (option, value if true, value if false)
     switches: dict = field(default_factory=dict)
+    #: the sliding_window_pattern a "pattern" window scheme assumes where the field is left out
+    window_pattern: int = 6
 
 
 FAMILIES = {
@@ -206,6 +208,14 @@ FAMILIES = {
                                "mlp_bias": False, "max_position_embeddings": 2048},
                      spreads={"bias": ("attention_bias", "o_proj_bias", "mlp_bias")},
                      expects={"alibi": False, "apply_residual_connection_post_layernorm": False}),
+    # Cohere 2 (Command R7B, Command A): Cohere's parallel layers without q/k norms, three
+    # sliding-window layers (4096) in every four (Cohere2Config: sliding_window_pattern 4);
+    # the fields of Cohere's own code must say what transformers builds
+    "cohere2": Family({"mlp": "swiglu", "norm": "layernorm_nobias", "norm_placement": "parallel"},
+                      defaults={"tie_word_embeddings": True}, window="pattern", window_pattern=4,
+                      expects={"use_parallel_block": True, "use_gated_activation": True, "use_embedding_sharing": True,
+                               "use_parallel_embedding": True, "rotary_pct": 1, "position_embedding_type": "rope_gptj",
+                               "order_of_interleaved_layers": "local_attn_first"}),
     "gpt2": Family({"mlp": "gelu", "norm": "layernorm", "position_embedding": "learned",
                     "attention_bias": "true", "o_proj_bias": "true", "mlp_bias": "true",
                     "tie_word_embeddings": "true", "qkv_fused": "true", "gelu_kernel": "composite",
@@ -221,7 +231,7 @@ EXTRA = {"num_experts", "num_experts_per_tok", "n_shared_experts", "moe_intermed
          "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "attention_bias", "dropout"}
 #: families whose attention_bias also gives o_proj a bias (LlamaAttention and its copies)
 O_PROJ_FOLLOWS = ("llama", "mistral", "qwen3", "qwen3_moe", "gemma2", "gemma3_text", "olmo2", "granite", "gpt_oss",
-                  "cohere")
+                  "cohere", "cohere2")
 #: config fields that describe sliding-window layers (read where a family names a window scheme)
 WINDOW_FIELDS = ("sliding_window", "use_sliding_window", "max_window_layers", "layer_types")
 #: what HF's null means where it is not "absent, derive it": q_lora_rank = None builds no query
@@ -659,7 +669,7 @@ def _read_text(src: _Source, data: dict, library, model_type: str, prefix: str =
                                          or "attention_bias" not in data and family.defaults.get("attention_bias")):
         values["o_proj_bias"] = "true"  # Llama's attention_bias covers q, k, v and o
     if family.window:
-        _read_window(family.window, data, values, src)
+        _read_window(family.window, data, values, src, family.window_pattern)
     if model_type == "llama4_text":
         _read_chunks(data, values, src)
     if model_type == "falcon":
@@ -781,7 +791,7 @@ def _linear_rope_factor(src: _Source, data: dict):
     return None
 
 
-def _read_window(scheme: str, data: dict, values: dict, src: _Source) -> None:
+def _read_window(scheme: str, data: dict, values: dict, src: _Source, pattern_default: int = 6) -> None:
     """``sliding_window`` and ``sliding_window_layers`` from a config's sliding-window fields,
     as transformers builds its ``layer_types`` (configuration_qwen3.py, configuration_gemma2.py;
     Mistral-style models slide on every layer)."""
@@ -823,7 +833,7 @@ def _read_window(scheme: str, data: dict, values: dict, src: _Source) -> None:
     elif scheme == "alternate":  # Gemma2Config: sliding when (i + 1) % 2
         sliding = (layers + 1) // 2
     elif scheme == "pattern":  # Gemma3TextConfig: sliding when (i + 1) % sliding_window_pattern
-        pattern = whole("sliding_window_pattern", 6)
+        pattern = whole("sliding_window_pattern", pattern_default)
         if not pattern:
             raise src.error(DomainError, "field 'sliding_window_pattern' must be at least 1", "sliding_window_pattern")
         sliding = layers - layers // pattern

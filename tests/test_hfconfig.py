@@ -100,6 +100,9 @@ META_ONLY = (
     # tiiuae/falcon-7b at revision ec89142b as AshishKumar4/dew keeps it
     # (tests/fixtures/hf/falcon-7b/config.json @ 1a922f3b, byte for byte)
     "falcon-7b",
+    # CohereForAI/c4ai-command-a-03-2025 as unsloth/c4ai-command-a-03-2025 @ 26b8ba07 re-publishes it
+    # (AshishKumar4/dew tests/fixtures/hf/command-a-03-2025/config.json @ c8f009df, byte for byte)
+    "command-a-03-2025",
 )
 
 
@@ -125,7 +128,8 @@ def test_config_parameter_count(lib, name):
                                           ("gemma-3-1b-it", "gemma3-1b"), ("gemma-3-4b-it", "gemma3-4b"),
                                           ("starcoder2-3b", "starcoder2-3b"),
                                           ("command-r-08-2024", "command-r-08-2024"),
-                                          ("llama-4-scout", "llama4-scout"), ("falcon-7b", "falcon-7b")])
+                                          ("llama-4-scout", "llama4-scout"), ("falcon-7b", "falcon-7b"),
+                                          ("command-a-03-2025", "command-a-03-2025")])
 def test_config_and_preset_agree(lib, name, preset):
     values = {"micro_batch": 2, "seq_len": 1024, "dropout": 0}
     from_config = scenario(lib, name, **values)
@@ -215,7 +219,8 @@ def test_meta_device_model_agrees(lib, name, tmp_path):
     ("llama-4-scout", 48 * (4 + 2 + 6) + 3 + 34 * 16 + 9 + 1),
     # query_key_value, dense, the MLP's two matrices, one LayerNorm with its bias; embedding,
     # final LayerNorm and bias; tied head
-    ("falcon-7b", 32 * (2 + 2 + 2) + 3)])
+    ("falcon-7b", 32 * (2 + 2 + 2) + 3),
+    ("command-a-03-2025", 64 * (4 + 3 + 1) + 2)])  # Cohere's layout without q/k norms; tied
 def test_tensor_counts_by_hand(lib, name, tensors):
     s = scenario(lib, name, optimizer="adamw", optimizer_step_bytes=4)
     assert s.evaluate("param_tensors") == tensors
@@ -237,7 +242,9 @@ def test_fused_projections_keep_the_parameter_count(lib):
                                                   ("gemma-3-1b-it", 512, 22),
                                                   # no pattern field: Gemma3TextConfig's 6, 34 - 5
                                                   ("gemma-3-4b-it", 1024, 29),
-                                                  ("starcoder2-3b", 4096, 30)])
+                                                  ("starcoder2-3b", 4096, 30),
+                                                  # sliding_window_pattern 4: every 4th layer global
+                                                  ("command-a-03-2025", 4096, 48)])
 def test_sliding_window_fields_are_read(lib, name, window, layers):
     config = read_config(CONFIGS / f"{name}.json", lib)
     assert (config.values["sliding_window"], config.values["sliding_window_layers"]) == (window, layers)
@@ -425,6 +432,15 @@ def test_one_field_sets_every_bias(lib, tmp_path):
 def test_fields_of_the_original_code_must_have_the_value_transformers_builds(lib, tmp_path):
     text = raises(lib, write(tmp_path, {**STARCODER2, "norm_type": "rms_norm"}), DomainError)
     assert 'norm_type "rms_norm" is not supported' in text and 'norm_type "layer_norm"' in text
+
+
+def test_cohere2_counts_three_sliding_layers_in_four_by_default(lib, tmp_path):
+    # Cohere2Config: sliding_window_pattern 4 where the field is left out (Gemma 3's is 6)
+    data = {k: v for k, v in json.loads((CONFIGS / "command-a-03-2025.json").read_text()).items()
+            if k != "sliding_window_pattern"}
+    assert read_config(write(tmp_path, data), lib).values["sliding_window_layers"] == 48
+    text = raises(lib, write(tmp_path, {**data, "use_parallel_block": False}), DomainError)
+    assert "use_parallel_block false is not supported" in text
 
 
 def test_a_true_or_false_field_chooses_an_option(lib, tmp_path):

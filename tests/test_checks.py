@@ -49,7 +49,7 @@ def test_a_check_whose_where_never_holds_fails(checked):
     assert code == 1
     presets = sum(1 for kind, _ in engine.load().presets if kind == "model")
     assert (f"FAIL  dp is never negative\n      {path}:3: tested nothing: its 'where' holds in none of "
-            f"the {presets * 20} scenarios sampled\n") in out
+            f"the {presets * 20:,} scenarios sampled\n") in out
 
 
 def test_a_rule_that_leaves_the_reals_is_named(checked):

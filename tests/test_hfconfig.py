@@ -165,15 +165,21 @@ def test_every_supported_model_type_has_a_config():
 
 
 def meta_model_counts(name, tmp_path):
+    """Parameters and parameter tensors of the model transformers builds from a config file of
+    tests/configs (see :func:`meta_counts`)."""
+    return meta_counts((CONFIGS / f"{name}.json").read_text(), tmp_path)
+
+
+def meta_counts(text, tmp_path):
     """Parameters and parameter tensors of transformers' AutoModelForCausalLM built from the
-    config on the meta device (no weights); tied weights are yielded once by parameters().
+    config text on the meta device (no weights); tied weights are yielded once by parameters().
     DeepSeek-V3's router bias (e_score_correction_bias) is a registered buffer in transformers,
     a parameter in DeepSeek's own model.py: it is added to both counts."""
     import torch  # no skip: the check must run wherever the tests do
     import transformers
 
     from engine.hfconfig import MULTIMODAL
-    (tmp_path / "config.json").write_text((CONFIGS / f"{name}.json").read_text())
+    (tmp_path / "config.json").write_text(text)
     config = transformers.AutoConfig.from_pretrained(tmp_path)
     # a vision-language model whole (AutoModelForCausalLM builds Llama 4's language model alone)
     auto = transformers.AutoModelForImageTextToText if config.model_type in MULTIMODAL else \
@@ -291,14 +297,7 @@ def test_moe_on_every_nth_layer_agrees_with_transformers(lib, tmp_path, name, st
     s = Scenario.create(lib, None, values=config.values)
     layers = data["num_hidden_layers"]
     assert s.evaluate("num_moe_layers") == layers // step
-    import torch
-    import transformers
-    (tmp_path / "config.json").write_text(json.dumps(data))
-    with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.from_pretrained(tmp_path))
-    tensors = list(model.parameters())
-    assert s.evaluate("n_params") == sum(t.numel() for t in tensors)
-    assert s.evaluate("param_tensors") == len(tensors)
+    assert (s.evaluate("n_params"), s.evaluate("param_tensors")) == meta_counts(json.dumps(data), tmp_path)
 
 
 def test_llama4_maverick_interleaves_dense_and_moe_layers(lib, tmp_path):
@@ -340,14 +339,7 @@ def test_falcon_layouts_agree_with_transformers(lib, tmp_path, layout, kv_heads,
     config = read_config(write(tmp_path, data), lib)
     assert (config.values["num_key_value_heads"], config.values["norm_placement"]) == (kv_heads, placement)
     s = Scenario.create(lib, None, values=config.values)
-    import torch
-    import transformers
-    (tmp_path / "config.json").write_text(json.dumps(data))
-    with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.from_pretrained(tmp_path))
-    tensors = list(model.parameters())
-    assert s.evaluate("n_params") == sum(t.numel() for t in tensors)
-    assert s.evaluate("param_tensors") == len(tensors)
+    assert (s.evaluate("n_params"), s.evaluate("param_tensors")) == meta_counts(json.dumps(data), tmp_path)
 
 
 def test_qwen3_moe_dense_layers_are_refused(lib, tmp_path):

@@ -452,7 +452,7 @@ class Vision:
     """An image encoder's vision_config: its fields under the library's names, the defaults of
     transformers' config class where a field is left out, the fields with no effect."""
 
-    model_type: str
+    model_type: str | tuple  # the model_type(s) a vision_config may name
     fields: dict
     defaults: dict
     no_effect: frozenset
@@ -470,6 +470,20 @@ SIGLIP = Vision("siglip_vision_model", _ENCODER_FIELDS,
                 {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "patch_size": 16,
                  "image_size": 224},
                 frozenset(_ENCODER_NO_EFFECT), required_flags={"vision_use_head": False})
+#: Qwen2.5-VL's encoder (transformers models/qwen2_5_vl/configuration_qwen2_5_vl.py
+#: Qwen2_5_VLVisionConfig; the Hub's files name it qwen2_5_vl, transformers 5 qwen2_5_vl_vision):
+#: the window, the full-attention blocks and the heads have no parameters; out_hidden_size must be
+#: the language model's width (checked), in_chans (the Hub's spelling) 3
+QWEN2_5_VL_VISION = Vision(("qwen2_5_vl", "qwen2_5_vl_vision"),
+                           {"depth": "vision_num_hidden_layers", "hidden_size": "vision_hidden_size",
+                            "intermediate_size": "vision_intermediate_size", "patch_size": "vision_patch_size",
+                            "temporal_patch_size": "vision_temporal_patch_size",
+                            "spatial_merge_size": "vision_spatial_merge_size"},
+                           {"depth": 32, "hidden_size": 3584, "intermediate_size": 3420, "patch_size": 14,
+                            "temporal_patch_size": 2, "spatial_merge_size": 2},
+                           frozenset(_ENCODER_NO_EFFECT | {"num_heads", "window_size", "fullatt_block_indexes",
+                                                           "tokens_per_second", "spatial_patch_size", "in_chans",
+                                                           "in_channels", "out_hidden_size"}))
 #: Llama 4's encoder (transformers models/llama4/configuration_llama4.py Llama4VisionConfig); the
 #: pixel shuffle, the rotary table and the projector's bias flag (the code builds none) have no
 #: parameters
@@ -496,8 +510,14 @@ class Multimodal:
     #: what transformers assumes where the top level leaves a field out
     defaults: dict = field(default_factory=dict)
     #: where transformers reads tie_word_embeddings: "top" (Gemma 3: the top level, true where it is
-    #: left out) or "text" (Llama 4: each part reads its own config)
+    #: left out), "text" (Llama 4: each part reads its own config) or "either" (Qwen2.5-VL: tied
+    #: when the top level or text_config says so, false by default)
     tie_from: str = "top"
+    #: the model_type text_config may name (the family's own where None)
+    text_type: str | None = None
+    #: the language model's fields may sit at the top level instead of in text_config (the Hub's
+    #: Qwen2.5-VL files; transformers 5 builds text_config from them)
+    flat_text: bool = False
 
 
 #: Gemma 3 (transformers models/gemma3): Gemma3ForConditionalGeneration holds a Gemma3TextModel,
@@ -511,10 +531,15 @@ MULTIMODAL = {
                          defaults={"mm_tokens_per_image": 256}),
     "llama4": Multimodal("llama4_text", LLAMA4_VISION, {"vision_tower": "llama4", "mm_projector": "llama4"},
                          tie_from="text"),
+    # Qwen2.5-VL (models/qwen2_5_vl): Qwen2_5_VLForConditionalGeneration holds Qwen2.5's language
+    # model (q, k, v biases) and the vision transformer with its patch merger
+    "qwen2_5_vl": Multimodal("qwen2", QWEN2_5_VL_VISION, {"vision_tower": "qwen2_5_vl", "mm_projector": "none"},
+                             tie_from="either", text_type="qwen2_5_vl_text", flat_text=True),
 }
 #: top-level fields of a vision-language config with no memory effect (token ids of the image markers)
 MULTIMODAL_NO_EFFECT = {"boi_token_index", "eoi_token_index", "image_token_index", "image_token_id",
-                        "boi_token_id", "eoi_token_id"}
+                        "boi_token_id", "eoi_token_id", "video_token_id", "vision_start_token_id",
+                        "vision_end_token_id", "vision_token_id"}
 
 
 def _object(src: _Source, data: dict, key: str) -> dict:
@@ -530,22 +555,35 @@ def _object(src: _Source, data: dict, key: str) -> dict:
 def _read_multimodal(src: _Source, data: dict, library, kind: Multimodal):
     """The library's values of a vision-language config: text_config read as its own family,
     vision_config as the encoder's widths, the top level's image fields."""
-    text = _object(src, data, "text_config")
-    text_src = src.within("text_config")
-    if text.get("model_type", kind.text) != kind.text:
-        raise text_src.error(DomainError, f"text_config.model_type {_json_shown(text['model_type'])} is not "
-                             f"'{kind.text}'", "model_type")
-    values, given, ignored, unknown = _read_text(text_src, text, library, kind.text, prefix="text_config.")
+    text_type = kind.text_type or kind.text
+    nested = "text_config" in data or not kind.flat_text
+    if nested:
+        text = _object(src, data, "text_config")
+        text_src, prefix = src.within("text_config"), "text_config."
+        if text.get("model_type", text_type) != text_type:
+            raise text_src.error(DomainError, f"text_config.model_type {_json_shown(text['model_type'])} is not "
+                                 f"'{text_type}'", "model_type")
+    else:  # the language model's fields at the top level, beside vision_config
+        text = {k: v for k, v in data.items()
+                if k != "vision_config" and k not in MULTIMODAL_NO_EFFECT and k not in kind.fields}
+        text_src, prefix = src, ""
+    values, given, ignored, unknown = _read_text(text_src, text, library, kind.text, prefix=prefix)
     values.update(kind.fixed)
     vision = _object(src, data, "vision_config")
     vision_src = src.within("vision_config")
     encoder = kind.vision
-    if vision.get("model_type", encoder.model_type) != encoder.model_type:
+    types = encoder.model_type if isinstance(encoder.model_type, tuple) else (encoder.model_type,)
+    if vision.get("model_type", types[0]) not in types:
         raise vision_src.error(DomainError, f"vision_config.model_type {_json_shown(vision['model_type'])} is "
-                               f"not '{encoder.model_type}'", "model_type")
-    if vision.get("num_channels", 3) != 3:
-        raise vision_src.error(DomainError, f"vision_config.num_channels {_json_shown(vision['num_channels'])}: "
-                               "memform's image encoders embed 3-channel (RGB) patches", "num_channels")
+                               f"not '{types[-1]}'", "model_type")
+    for key in ("num_channels", "in_channels", "in_chans"):
+        if vision.get(key, 3) != 3:
+            raise vision_src.error(DomainError, f"vision_config.{key} {_json_shown(vision[key])}: memform's image "
+                                   "encoders embed 3-channel (RGB) patches", key)
+    if "out_hidden_size" in encoder.no_effect and vision.get("out_hidden_size", values.get("hidden_size")) \
+            != values.get("hidden_size"):
+        raise vision_src.error(DomainError, f"vision_config.out_hidden_size {_json_shown(vision['out_hidden_size'])} "
+                               "is not the language model's hidden_size", "out_hidden_size")
     for key, wanted in encoder.required_flags.items():  # SigLIP's vision_use_head defaults to true
         if vision.get(key, True) is not wanted:
             raise vision_src.error(DomainError, f"vision_config.{key} is not {_json_shown(wanted)}: SigLIP's pooling "
@@ -563,8 +601,8 @@ def _read_multimodal(src: _Source, data: dict, library, kind: Multimodal):
     for key, default in encoder.defaults.items():
         values.setdefault(encoder.fields[key], sympy.Integer(default))
     for key, raw in data.items():
-        if key in ("text_config", "vision_config"):
-            continue
+        if key in ("text_config", "vision_config") or (not nested and key in text):
+            continue  # read with the language model
         if key in kind.fields:
             name = kind.fields[key]
             given[name] = (src, key)
@@ -577,6 +615,13 @@ def _read_multimodal(src: _Source, data: dict, library, kind: Multimodal):
             unknown.append(shown(key))
     for name, default in kind.defaults.items():
         values.setdefault(name, sympy.Integer(default))
+    if kind.tie_from == "either":  # Qwen2_5_VLConfig: tied if the top level or text_config says so
+        tied = data.get("tie_word_embeddings", False) or text.get("tie_word_embeddings", False)
+        where = "tie_word_embeddings" if "tie_word_embeddings" in data else None
+        if where:
+            given["tie_word_embeddings"] = (src, where)
+        values["tie_word_embeddings"] = _convert(tied, "tie_word_embeddings", "tie_word_embeddings", library, src)
+        return values, given, ignored, unknown
     if kind.tie_from == "text":  # each part ties as its own config says: text_config decided above
         if "tie_word_embeddings" in data:
             ignored.append("tie_word_embeddings")

@@ -85,6 +85,12 @@ PUBLISHED = {  # model cards / technical reports; the MoE figures counted by han
     # @ 64c5ddb6, byte for byte: no token ids, no no_rope_layers), which transformers builds to the
     # published count
     "llama-4-scout": 108_641_793_536,
+    # Qwen/Qwen2.5-VL-7B-Instruct: 8,292,166,656, the Hub page's numParameters (search index id
+    # 33908990598: "numParameters":8292166656).  qwen2.5-vl-7b-instruct.json: Harrison-HXLiu/
+    # vlm_api_test models/Qwen2.5-VL-7B-Instruct/config.json @ da6f7936, byte for byte (no final
+    # newline; the folder holds ModelScope's download marker: ModelScope's copy of the repository),
+    # the Hub's flat layout: the language model's fields at the top level beside vision_config
+    "qwen2.5-vl-7b-instruct": 8_292_166_656,
 }
 #: fields a config holds that memform reports as not understood
 NOT_READ: dict = {}
@@ -129,7 +135,8 @@ def test_config_parameter_count(lib, name):
                                           ("starcoder2-3b", "starcoder2-3b"),
                                           ("command-r-08-2024", "command-r-08-2024"),
                                           ("llama-4-scout", "llama4-scout"), ("falcon-7b", "falcon-7b"),
-                                          ("command-a-03-2025", "command-a-03-2025")])
+                                          ("command-a-03-2025", "command-a-03-2025"),
+                                          ("qwen2.5-vl-7b-instruct", "qwen2.5-vl-7b")])
 def test_config_and_preset_agree(lib, name, preset):
     values = {"micro_batch": 2, "seq_len": 1024, "dropout": 0}
     from_config = scenario(lib, name, **values)
@@ -226,6 +233,10 @@ def test_meta_device_model_agrees(lib, name, tmp_path):
     # query_key_value, dense, the MLP's two matrices, one LayerNorm with its bias; embedding,
     # final LayerNorm and bias; tied head
     ("falcon-7b", 32 * (2 + 2 + 2) + 3),
+    # Qwen2's layer (q, k, v with biases, o, 3 MLP, 2 norms); untied head; the encoder's 12 per
+    # layer (qkv, proj, gate, up, down with biases, 2 RMSNorms), patch convolution, the merger's
+    # norm and two layers with biases
+    ("qwen2.5-vl-7b-instruct", 28 * 12 + 3 + 32 * 12 + 6),
     ("command-a-03-2025", 64 * (4 + 3 + 1) + 2)])  # Cohere's layout without q/k norms; tied
 def test_tensor_counts_by_hand(lib, name, tensors):
     s = scenario(lib, name, optimizer="adamw", optimizer_step_bytes=4)
@@ -383,6 +394,26 @@ def test_errors_in_a_nested_config_are_located(lib, tmp_path, change, says, line
         read_config(write(tmp_path, data), lib)
     assert says in str(info.value), str(info.value)
     assert info.value.span is not None and line in info.value.span.text, info.value.span
+
+
+def test_qwen2_5_vl_reads_the_flat_and_the_nested_layout(lib, tmp_path):
+    # the Hub's file keeps the language model's fields at the top level; transformers 5 writes
+    # them under text_config (model_type qwen2_5_vl_text) and the encoder's as qwen2_5_vl_vision
+    flat = json.loads((CONFIGS / "qwen2.5-vl-7b-instruct.json").read_text())
+    text_keys = {"hidden_size", "intermediate_size", "num_attention_heads", "num_hidden_layers", "num_key_value_heads",
+                 "vocab_size", "max_position_embeddings", "rms_norm_eps", "rope_theta"}
+    nested = {k: v for k, v in flat.items() if k not in text_keys}
+    nested["text_config"] = {**{k: flat[k] for k in text_keys}, "model_type": "qwen2_5_vl_text"}
+    nested["vision_config"] = {**flat["vision_config"], "model_type": "qwen2_5_vl_vision"}
+    a = Scenario.create(lib, None, values=read_config(CONFIGS / "qwen2.5-vl-7b-instruct.json", lib).values)
+    b = Scenario.create(lib, None, values=read_config(write(tmp_path, nested), lib).values)
+    assert a.evaluate("n_params") == b.evaluate("n_params") == 8_292_166_656
+    # tied when either the top level or text_config says so (Qwen2_5_VLConfig)
+    nested["text_config"]["tie_word_embeddings"] = True
+    tied = Scenario.create(lib, None, values=read_config(write(tmp_path, nested), lib).values)
+    assert tied.evaluate("n_params") == 8_292_166_656 - 152_064 * 3_584
+    bad = {**flat, "vision_config": {**flat["vision_config"], "out_hidden_size": 4096}}
+    assert "is not the language model's hidden_size" in raises(lib, write(tmp_path, bad), DomainError)
 
 
 def test_a_nested_config_without_its_towers_is_refused(lib, tmp_path):

@@ -75,6 +75,8 @@ PUBLISHED = {
     "llama4-maverick": 401_583_781_376,
     "starcoder2-3b": 3_030_371_328,
     "falcon-7b": 6_921_720_704,
+    # the Hub page's numParameters (search index id 33908990598)
+    "qwen2.5-vl-7b": 8_292_166_656,
     "command-a-03-2025": 111_057_580_032,
     "command-r-08-2024": 32_296_476_672,
 }

@@ -56,13 +56,15 @@ class StaleDocsError(EngineError):
 
 
 # ---------------------------------------------------------------------------- closed forms
-def closed_form(source: Library | Scenario, rule: str, keep: Iterable[str] | None = None) -> sympy.Expr:
+def closed_form(source: Library | Scenario, rule: str, keep: Iterable[str] | None = None,
+                memo: dict | None = None) -> sympy.Expr:
     """``rule`` with every rule it uses inlined and the options substituted.
 
     From a :class:`Library`, the options take their defaults and every input stays
     symbolic (the reference's closed forms); from a :class:`Scenario`, its values are
     substituted except ``micro_batch`` and ``seq_len`` (as ``memform show``).  ``keep``
-    overrides which inputs stay symbolic.
+    overrides which inputs stay symbolic.  ``memo`` is shared by calls with the same source and
+    ``keep`` (see :func:`engine.estimate.formula`).
 
     Examples
     --------
@@ -76,7 +78,7 @@ def closed_form(source: Library | Scenario, rule: str, keep: Iterable[str] | Non
         scenario, default_keep = source, SHOWN_INPUTS
     if rule not in scenario.library.rules:
         scenario.library.check_value(rule, None)  # unknown-name error with a hint
-    return formula(scenario, rule, keep=default_keep if keep is None else tuple(keep), opaque=())
+    return formula(scenario, rule, keep=default_keep if keep is None else tuple(keep), opaque=(), memo=memo)
 
 
 @dataclass(frozen=True)
@@ -201,6 +203,7 @@ def topics(lib: Library) -> tuple[Topic, ...]:
     for decl in lib.decls.values():
         by_file.setdefault(decl.span.file, []).append(decl)
     scenario = Scenario.create(lib)
+    memo: dict = {}  # every rule's expansion, shared by the closed forms below
 
     def order(file: str):
         stem = Path(file).stem
@@ -214,7 +217,7 @@ def topics(lib: Library) -> tuple[Topic, ...]:
             tuple(d for d in decls if isinstance(d, DtypeDecl)),
             tuple(d for d in decls if isinstance(d, InputDecl)),
             tuple(d for d in decls if isinstance(d, OptionDecl)),
-            tuple((d, closed_form(scenario, d.name, keep=lib.inputs)) for d in decls
+            tuple((d, closed_form(scenario, d.name, keep=lib.inputs, memo=memo)) for d in decls
                   if isinstance(d, RuleDecl))))
     return tuple(out)
 

@@ -47,9 +47,12 @@ def derived(lib) -> frozenset[str]:
     return found
 
 
-def formula(scenario: Scenario, rule: str, keep=SHOWN_INPUTS, opaque=OPAQUE_RULES) -> sympy.Expr:
+def formula(scenario: Scenario, rule: str, keep=SHOWN_INPUTS, opaque=OPAQUE_RULES,
+            memo: dict | None = None) -> sympy.Expr:
     """``rule`` with the scenario's options and inputs substituted, except the inputs in
-    ``keep``; rules in ``opaque`` stay as names (so ``n_params`` reads as P)."""
+    ``keep``; rules in ``opaque`` stay as names (so ``n_params`` reads as P).  ``memo`` keeps
+    the expanded rules between calls with the same scenario, ``keep`` and ``opaque`` (the
+    reference expands every rule: each one's dependencies once, not once per rule)."""
     from .rules import At
     lib = scenario.library
     pins = dict(scenario.pins())
@@ -79,7 +82,7 @@ def formula(scenario: Scenario, rule: str, keep=SHOWN_INPUTS, opaque=OPAQUE_RULE
         rebound.update({k: v.xreplace(sub) for k, v in zip(flat[::2], flat[1::2])})
         return expand(target.name, rebound, {}, top=True)
 
-    return expand(rule, scenario.bindings(exclude=keep), {}, top=True)
+    return expand(rule, scenario.bindings(exclude=keep), {} if memo is None else memo, top=True)
 
 
 def show(scenario: Scenario, rule: str, keep=SHOWN_INPUTS) -> sympy.Expr:

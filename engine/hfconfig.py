@@ -452,7 +452,7 @@ class Vision:
     """An image encoder's vision_config: its fields under the library's names, the defaults of
     transformers' config class where a field is left out, the fields with no effect."""
 
-    model_type: str | tuple  # the model_type(s) a vision_config may name
+    model_types: tuple  # the model_type a vision_config may name (the first where it names none)
     fields: dict
     defaults: dict
     no_effect: frozenset
@@ -466,7 +466,7 @@ _ENCODER_FIELDS = {"hidden_size": "vision_hidden_size", "intermediate_size": "vi
 _ENCODER_NO_EFFECT = {"model_type", "num_attention_heads", "hidden_act", "layer_norm_eps", "attention_dropout",
                       "torch_dtype", "dtype", "initializer_range", "transformers_version", "num_channels"}
 #: SigLIP (transformers models/siglip/configuration_siglip.py SiglipVisionConfig)
-SIGLIP = Vision("siglip_vision_model", _ENCODER_FIELDS,
+SIGLIP = Vision(("siglip_vision_model",), _ENCODER_FIELDS,
                 {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "patch_size": 16,
                  "image_size": 224},
                 frozenset(_ENCODER_NO_EFFECT), required_flags={"vision_use_head": False})
@@ -487,7 +487,7 @@ QWEN2_5_VL_VISION = Vision(("qwen2_5_vl", "qwen2_5_vl_vision"),
 #: Llama 4's encoder (transformers models/llama4/configuration_llama4.py Llama4VisionConfig); the
 #: pixel shuffle, the rotary table and the projector's bias flag (the code builds none) have no
 #: parameters
-LLAMA4_VISION = Vision("llama4_vision_model",
+LLAMA4_VISION = Vision(("llama4_vision_model",),
                        {**_ENCODER_FIELDS, "projector_input_dim": "vision_projector_input_dim",
                         "projector_output_dim": "vision_projector_output_dim", "vision_output_dim": "vision_output_dim"},
                        {"hidden_size": 768, "intermediate_size": 5632, "num_hidden_layers": 34, "patch_size": 14,
@@ -572,7 +572,7 @@ def _read_multimodal(src: _Source, data: dict, library, kind: Multimodal):
     vision = _object(src, data, "vision_config")
     vision_src = src.within("vision_config")
     encoder = kind.vision
-    types = encoder.model_type if isinstance(encoder.model_type, tuple) else (encoder.model_type,)
+    types = encoder.model_types
     if vision.get("model_type", types[0]) not in types:
         raise vision_src.error(DomainError, f"vision_config.model_type {_json_shown(vision['model_type'])} is "
                                f"not '{types[-1]}'", "model_type")
@@ -678,10 +678,8 @@ def _read_text(src: _Source, data: dict, library, model_type: str, prefix: str =
             continue
         if key in family.switches:
             name, yes, no = family.switches[key]
-            if not isinstance(raw, bool):
-                raise src.error(DomainError, f"field '{key}' must be true or false, not {_json_shown(raw)}", key)
             given[name] = (src, key)
-            values[name] = yes if raw else no
+            values[name] = yes if _flag(src, data, key, None) else no
             continue
         if key in family.spreads:
             for name in family.spreads[key]:
@@ -752,16 +750,8 @@ FALCON_LAYOUT = {"multi_query": True, "new_decoder_architecture": False, "parall
 
 def _read_falcon_layout(data: dict, values: dict, src: _Source) -> None:
     """Falcon's KV heads and norms as FalconAttention and FalconDecoderLayer build them."""
-    flags = {}
-    for key, default in FALCON_LAYOUT.items():
-        raw = data.get(key, default)
-        if key in ("num_kv_heads", "num_ln_in_parallel_attn"):
-            if raw is not None and (isinstance(raw, bool) or not isinstance(raw, int) or raw < 1):
-                raise src.error(DomainError, f"field '{key}' must be a whole number >= 1 or null, not "
-                                f"{_json_shown(raw)}", key)
-        elif not isinstance(raw, bool):
-            raise src.error(DomainError, f"field '{key}' must be true or false, not {_json_shown(raw)}", key)
-        flags[key] = raw
+    flags = {key: _whole(src, data, key, default, minimum=1) if default is None else _flag(src, data, key, default)
+             for key, default in FALCON_LAYOUT.items()}
     heads = values.get("num_attention_heads")
     if "hidden_size" in values:
         values.setdefault("intermediate_size", 4 * values["hidden_size"])  # ffn_hidden_size's default
@@ -784,10 +774,7 @@ def _read_chunks(data: dict, values: dict, src: _Source) -> None:
     if layers is None:
         return  # the missing field is reported below
     layers = int(layers)
-    chunk = data.get("attention_chunk_size")
-    if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1):
-        raise src.error(DomainError, f"field 'attention_chunk_size' must be a whole number >= 1 or null, not "
-                        f"{_json_shown(chunk)}", "attention_chunk_size")
+    chunk = _whole(src, data, "attention_chunk_size", None, minimum=1)
     flags = data.get("no_rope_layers")
     if flags:  # an explicit list: 1 for a layer with rotary positions
         if not isinstance(flags, list) or len(flags) != layers or any(f not in (0, 1) or isinstance(f, bool)
@@ -796,10 +783,7 @@ def _read_chunks(data: dict, values: dict, src: _Source) -> None:
                             "no_rope_layers")
         rope_layers = sum(flags)
     else:
-        interval = data.get("no_rope_layer_interval", 4)
-        if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
-            raise src.error(DomainError, f"field 'no_rope_layer_interval' must be a whole number >= 1, not "
-                            f"{_json_shown(interval)}", "no_rope_layer_interval")
+        interval = _whole(src, data, "no_rope_layer_interval", 4, minimum=1) or 4
         rope_layers = layers - layers // interval
     if chunk is not None and rope_layers:
         values.update(sliding_window=sympy.Integer(chunk), sliding_window_layers=sympy.Integer(rope_layers),
@@ -836,6 +820,25 @@ def _linear_rope_factor(src: _Source, data: dict):
     return None
 
 
+def _whole(src: _Source, data: dict, key: str, default, minimum: int = 0):
+    """Field ``key`` as a whole number of at least ``minimum`` (``default`` where it is left out;
+    null stays None), or a located error."""
+    raw = data.get(key, default)
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, (int, Fraction)) or raw != int(raw) or raw < minimum:
+        raise src.error(DomainError, f"field '{key}' must be a whole number >= {minimum}, not {_json_shown(raw)}", key)
+    return int(raw)
+
+
+def _flag(src: _Source, data: dict, key: str, default):
+    """Field ``key`` as true or false (``default`` where it is left out), or a located error."""
+    raw = data.get(key, default)
+    if not isinstance(raw, bool):
+        raise src.error(DomainError, f"field '{key}' must be true or false, not {_json_shown(raw)}", key)
+    return raw
+
+
 def _read_window(scheme: str, data: dict, values: dict, src: _Source, pattern_default: int = 6) -> None:
     """``sliding_window`` and ``sliding_window_layers`` from a config's sliding-window fields,
     as transformers builds its ``layer_types`` (configuration_qwen3.py, configuration_gemma2.py;
@@ -846,18 +849,10 @@ def _read_window(scheme: str, data: dict, values: dict, src: _Source, pattern_de
     layers = int(layers)
 
     def whole(key, default):
-        raw = data.get(key, default)
-        if raw is None:
-            return None
-        if isinstance(raw, bool) or not isinstance(raw, (int, Fraction)) or raw != int(raw) or raw < 0:
-            raise src.error(DomainError, f"field '{key}' must be a whole number >= 0, not {_json_shown(raw)}", key)
-        return int(raw)
+        return _whole(src, data, key, default)
 
     def flag(key, default):
-        raw = data.get(key, default)
-        if not isinstance(raw, bool):
-            raise src.error(DomainError, f"field '{key}' must be true or false, not {_json_shown(raw)}", key)
-        return raw
+        return _flag(src, data, key, default)
 
     window = whole("sliding_window", 4096 if scheme == "pattern" else None) or 0
     if "sliding_window_size" in data and whole("sliding_window_size", None) != (window or None):

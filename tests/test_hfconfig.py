@@ -744,3 +744,19 @@ def test_mutated_configs_give_only_engine_errors(lib, data):
             assert len(text) < 2000 and all(c.isprintable() for c in text.replace("\n", "")), text
         else:
             assert all(isinstance(v, str) or v.is_Rational for v in config.values.values())
+
+
+@pytest.mark.parametrize("name, part, field, value, says", [
+    ("falcon-7b", None, "num_kv_heads", 0, "field 'num_kv_heads' must be a whole number >= 1, not 0"),
+    ("falcon-7b", None, "parallel_attn", "yes", "field 'parallel_attn' must be true or false, not \"yes\""),
+    ("llama-4-scout", "text_config", "attention_chunk_size", 0.5,
+     "field 'attention_chunk_size' must be a whole number >= 1, not 0.5"),
+    ("llama-4-scout", "text_config", "no_rope_layer_interval", 0,
+     "field 'no_rope_layer_interval' must be a whole number >= 1, not 0")])
+def test_layout_fields_are_validated_where_they_stand(lib, tmp_path, name, part, field, value, says):
+    data = json.loads((CONFIGS / f"{name}.json").read_text())
+    if part:
+        data[part] = {**data[part], field: value}
+    else:
+        data[field] = value
+    assert says in raises(lib, write(tmp_path, data), DomainError)

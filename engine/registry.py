@@ -307,28 +307,42 @@ class _Budget(threading.local):
 _BUDGET = _Budget()
 
 
+#: once a budget is spent, how often (CPU seconds) the timer fires again until the block is left:
+#: a signal handled inside a finaliser (a sympy generator closed by the garbage collector) has
+#: its exception swallowed ("Exception ignored in ..."), and a one-shot timer would then never
+#: stop the work
+_REFIRE_SECONDS = 0.1
+
+
 @contextlib.contextmanager
 def _cpu_budget(seconds: float):
     """Raise :class:`_OverBudget` once the process has spent ``seconds`` of CPU time inside
-    the block (ITIMER_VIRTUAL: load on the machine does not count).  Only in the main
-    thread, where signals are delivered, and not nested."""
+    the block (ITIMER_VIRTUAL: load on the machine does not count), and again every
+    :data:`_REFIRE_SECONDS` until the block is left.  Only in the main thread, where signals
+    are delivered, and not nested."""
     if _BUDGET.active or threading.current_thread() is not threading.main_thread() \
             or not hasattr(signal, "ITIMER_VIRTUAL"):
         yield _BUDGET
         return
 
     def stop(signum, frame):
-        raise _OverBudget()
+        if _BUDGET.active:
+            raise _OverBudget()
 
     old = signal.signal(signal.SIGVTALRM, stop)
     _BUDGET.active, _BUDGET.rule = True, None
-    signal.setitimer(signal.ITIMER_VIRTUAL, seconds)
+    signal.setitimer(signal.ITIMER_VIRTUAL, seconds, _REFIRE_SECONDS)
     try:
         yield _BUDGET
     finally:
-        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+        while True:  # a refire during the clean-up interrupts it: do it again
+            try:
+                _BUDGET.active = False  # from here on the handler does nothing
+                signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+                break
+            except _OverBudget:
+                pass
         signal.signal(signal.SIGVTALRM, old)
-        _BUDGET.active = False
 
 
 def _minmax_nesting(expr: sympy.Basic, nesting_of, memo: dict[int, int]) -> int:

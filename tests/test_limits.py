@@ -119,3 +119,27 @@ def test_showing_a_logarithm_beside_a_huge_constant_exact_is_bounded(tmp_path):
     assert "is not an exact number here" in info.value.message and "within 2 s of CPU time" in info.value.message
     assert info.value.span.file.endswith("log.mem")
     assert time.process_time() - start < 10
+
+
+def test_a_budget_whose_first_signal_is_swallowed_still_stops_the_work():
+    # CI hung for over an hour in the check above: the timer's one signal was handled inside a
+    # finaliser (sympy's generators closed by the garbage collector), which swallows exceptions.
+    # The timer fires again until the block is left.
+    from engine.registry import _cpu_budget, _OverBudget
+
+    def spin(limit):
+        end = time.process_time() + limit
+        while time.process_time() < end:
+            pass
+
+    swallowed, start = 0, time.process_time()
+    with pytest.raises(_OverBudget):
+        with _cpu_budget(0.2):
+            try:
+                spin(5)  # the first signal lands here and is swallowed, as a finaliser would
+            except _OverBudget:
+                swallowed += 1
+            spin(5)
+    assert swallowed == 1 and time.process_time() - start < 3
+    # and once the block is left nothing fires any more
+    spin(0.5)

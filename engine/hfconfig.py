@@ -458,6 +458,10 @@ class Vision:
     no_effect: frozenset
     #: true/false fields that must have one value (SigLIP's vision_use_head: false, no pooling head)
     required_flags: dict = field(default_factory=dict)
+    #: the field giving the width the encoder hands the language model, which must be its hidden_size
+    output_field: str | None = None
+    #: Qwen2-VL: the MLP is embed_dim x mlp_ratio wide (a whole number, 4 where it is left out)
+    mlp_ratio: bool = False
 
 
 _ENCODER_FIELDS = {"hidden_size": "vision_hidden_size", "intermediate_size": "vision_intermediate_size",
@@ -483,7 +487,21 @@ QWEN2_5_VL_VISION = Vision(("qwen2_5_vl", "qwen2_5_vl_vision"),
                             "temporal_patch_size": 2, "spatial_merge_size": 2},
                            frozenset(_ENCODER_NO_EFFECT | {"num_heads", "window_size", "fullatt_block_indexes",
                                                            "tokens_per_second", "spatial_patch_size", "in_chans",
-                                                           "in_channels", "out_hidden_size"}))
+                                                           "in_channels", "out_hidden_size"}),
+                           output_field="out_hidden_size")
+#: Qwen2-VL's encoder (transformers models/qwen2_vl/configuration_qwen2_vl.py Qwen2VLVisionConfig;
+#: the Hub's files name it qwen2_vl, transformers 5 qwen2_vl_vision): embed_dim is the encoder's
+#: width, hidden_size the merger's output (the language model's width, checked), the MLP
+#: embed_dim x mlp_ratio wide (modeling_qwen2_vl.py Qwen2VLVisionBlock)
+QWEN2_VL_VISION = Vision(("qwen2_vl", "qwen2_vl_vision"),
+                         {"depth": "vision_num_hidden_layers", "embed_dim": "vision_hidden_size",
+                          "patch_size": "vision_patch_size", "temporal_patch_size": "vision_temporal_patch_size",
+                          "spatial_merge_size": "vision_spatial_merge_size"},
+                         {"depth": 32, "embed_dim": 1280, "patch_size": 14, "temporal_patch_size": 2,
+                          "spatial_merge_size": 2},
+                         frozenset(_ENCODER_NO_EFFECT | {"num_heads", "spatial_patch_size", "in_chans", "in_channels",
+                                                         "hidden_size", "rope_parameters"}),
+                         output_field="hidden_size", mlp_ratio=True)
 #: Llama 4's encoder (transformers models/llama4/configuration_llama4.py Llama4VisionConfig); the
 #: pixel shuffle, the rotary table and the projector's bias flag (the code builds none) have no
 #: parameters
@@ -535,6 +553,10 @@ MULTIMODAL = {
     # model (q, k, v biases) and the vision transformer with its patch merger
     "qwen2_5_vl": Multimodal("qwen2", QWEN2_5_VL_VISION, {"vision_tower": "qwen2_5_vl", "mm_projector": "none"},
                              tie_from="either", text_type="qwen2_5_vl_text", flat_text=True),
+    # Qwen2-VL (models/qwen2_vl): the same language model; its encoder has LayerNorms and a
+    # two-layer MLP (docs/research/qwen2-vl.md)
+    "qwen2_vl": Multimodal("qwen2", QWEN2_VL_VISION, {"vision_tower": "qwen2_vl", "mm_projector": "none"},
+                           tie_from="either", text_type="qwen2_vl_text", flat_text=True),
 }
 #: top-level fields of a vision-language config with no memory effect (token ids of the image markers)
 MULTIMODAL_NO_EFFECT = {"boi_token_index", "eoi_token_index", "image_token_index", "image_token_id",
@@ -580,10 +602,11 @@ def _read_multimodal(src: _Source, data: dict, library, kind: Multimodal):
         if vision.get(key, 3) != 3:
             raise vision_src.error(DomainError, f"vision_config.{key} {_json_shown(vision[key])}: memform's image "
                                    "encoders embed 3-channel (RGB) patches", key)
-    if "out_hidden_size" in encoder.no_effect and vision.get("out_hidden_size", values.get("hidden_size")) \
-            != values.get("hidden_size"):
-        raise vision_src.error(DomainError, f"vision_config.out_hidden_size {_json_shown(vision['out_hidden_size'])} "
-                               "is not the language model's hidden_size", "out_hidden_size")
+    out = encoder.output_field
+    if out and vision.get(out, values.get("hidden_size")) != values.get("hidden_size"):
+        raise vision_src.error(DomainError, f"vision_config.{out} {_json_shown(vision[out])} is not the language "
+                               "model's hidden_size", out, hint="the encoder's merger writes the language model's "
+                               "embeddings: its output width is the model's hidden_size")
     for key, wanted in encoder.required_flags.items():  # SigLIP's vision_use_head defaults to true
         if vision.get(key, True) is not wanted:
             raise vision_src.error(DomainError, f"vision_config.{key} is not {_json_shown(wanted)}: SigLIP's pooling "
@@ -596,10 +619,17 @@ def _read_multimodal(src: _Source, data: dict, library, kind: Multimodal):
             values[name] = _convert(raw, name, key, library, vision_src)
         elif key in encoder.no_effect or key in encoder.required_flags:
             ignored.append(f"vision_config.{shown(key)}")
+        elif encoder.mlp_ratio and key == "mlp_ratio":
+            continue  # read below
         else:
             unknown.append(f"vision_config.{shown(key)}")
     for key, default in encoder.defaults.items():
         values.setdefault(encoder.fields[key], sympy.Integer(default))
+    if encoder.mlp_ratio:  # Qwen2VLVisionBlock: int(embed_dim * mlp_ratio)
+        ratio = _whole(vision_src, vision, "mlp_ratio", 4, minimum=1)
+        values["vision_intermediate_size"] = values["vision_hidden_size"] * ratio
+        if "mlp_ratio" in vision:
+            given["vision_intermediate_size"] = (vision_src, "mlp_ratio")
     for key, raw in data.items():
         if key in ("text_config", "vision_config") or (not nested and key in text):
             continue  # read with the language model

@@ -91,6 +91,13 @@ PUBLISHED = {  # model cards / technical reports; the MoE figures counted by han
     # newline; the folder holds ModelScope's download marker: ModelScope's copy of the repository),
     # the Hub's flat layout: the language model's fields at the top level beside vision_config
     "qwen2.5-vl-7b-instruct": 8_292_166_656,
+    # Qwen/Qwen2-VL-7B-Instruct: 8,291,375,616, a public table of Hub counts (search index id
+    # 12439498600: "qwen/qwen2-vl-7b-instruct": 8291375616).  qwen2-vl-7b-instruct.json is
+    # assembled, not a copy: no public copy of the file was found; its fields are those a MindOne
+    # (MindSpore) port of transformers' Qwen2-VL quotes as the checkpoint's config.json (search index
+    # id 31241112275), laid out as the Hub's Qwen2.5-VL file (flat, vision_config nested), with the
+    # Hub's old vision spelling in_chans.  The published count is the check
+    "qwen2-vl-7b-instruct": 8_291_375_616,
 }
 #: fields a config holds that memform reports as not understood
 NOT_READ: dict = {}
@@ -136,7 +143,8 @@ def test_config_parameter_count(lib, name):
                                           ("command-r-08-2024", "command-r-08-2024"),
                                           ("llama-4-scout", "llama4-scout"), ("falcon-7b", "falcon-7b"),
                                           ("command-a-03-2025", "command-a-03-2025"),
-                                          ("qwen2.5-vl-7b-instruct", "qwen2.5-vl-7b")])
+                                          ("qwen2.5-vl-7b-instruct", "qwen2.5-vl-7b"),
+                                          ("qwen2-vl-7b-instruct", "qwen2-vl-7b")])
 def test_config_and_preset_agree(lib, name, preset):
     values = {"micro_batch": 2, "seq_len": 1024, "dropout": 0}
     from_config = scenario(lib, name, **values)
@@ -237,6 +245,9 @@ def test_meta_device_model_agrees(lib, name, tmp_path):
     # layer (qkv, proj, gate, up, down with biases, 2 RMSNorms), patch convolution, the merger's
     # norm and two layers with biases
     ("qwen2.5-vl-7b-instruct", 28 * 12 + 3 + 32 * 12 + 6),
+    # the same language model; the encoder's 12 per layer (qkv, proj, fc1, fc2 with biases, two
+    # LayerNorms with biases), patch convolution, the merger's LayerNorm (2) and two layers
+    ("qwen2-vl-7b-instruct", 28 * 12 + 3 + 32 * 12 + 7),
     ("command-a-03-2025", 64 * (4 + 3 + 1) + 2)])  # Cohere's layout without q/k norms; tied
 def test_tensor_counts_by_hand(lib, name, tensors):
     s = scenario(lib, name, optimizer="adamw", optimizer_step_bytes=4)
@@ -414,6 +425,25 @@ def test_qwen2_5_vl_reads_the_flat_and_the_nested_layout(lib, tmp_path):
     assert tied.evaluate("n_params") == 8_292_166_656 - 152_064 * 3_584
     bad = {**flat, "vision_config": {**flat["vision_config"], "out_hidden_size": 4096}}
     assert "is not the language model's hidden_size" in raises(lib, write(tmp_path, bad), DomainError)
+
+
+def test_qwen2_vl_encoder_width_mlp_ratio_and_output(lib, tmp_path):
+    # Qwen2VLVisionConfig: embed_dim is the encoder's width, mlp_ratio sets the MLP's
+    # (int(embed_dim * mlp_ratio), modeling_qwen2_vl.py), hidden_size is the merger's output
+    base = json.loads((CONFIGS / "qwen2-vl-7b-instruct.json").read_text())
+    values = read_config(CONFIGS / "qwen2-vl-7b-instruct.json", lib).values
+    assert (values["vision_hidden_size"], values["vision_intermediate_size"]) == (1280, 5120)
+    # an MLP of 2 x 1280 instead of 4 x 1280: 32 layers x (2 x 1280 x 2560 weights + 2560 biases) fewer
+    narrow = {**base, "vision_config": {**base["vision_config"], "mlp_ratio": 2}}
+    n = Scenario.create(lib, None, values=read_config(write(tmp_path, narrow), lib).values).evaluate("n_params")
+    assert 8_291_375_616 - n == 32 * (2 * 1280 * 2560 + 2560)
+    for bad, says in ((2.5, "field 'mlp_ratio' must be a whole number >= 1"), (0, "whole number >= 1"),
+                      ("4", "whole number >= 1")):
+        wrong = {**base, "vision_config": {**base["vision_config"], "mlp_ratio": bad}}
+        assert says in raises(lib, write(tmp_path, wrong), DomainError)
+    wrong = {**base, "vision_config": {**base["vision_config"], "hidden_size": 1536}}
+    assert "vision_config.hidden_size 1536 is not the language model's hidden_size" in \
+        raises(lib, write(tmp_path, wrong), DomainError)
 
 
 def test_a_nested_config_without_its_towers_is_refused(lib, tmp_path):

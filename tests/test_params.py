@@ -77,6 +77,8 @@ PUBLISHED = {
     "falcon-7b": 6_921_720_704,
     # the Hub page's numParameters (search index id 33908990598)
     "qwen2.5-vl-7b": 8_292_166_656,
+    # a public table of Hub counts (search index id 12439498600: "qwen/qwen2-vl-7b-instruct": 8291375616)
+    "qwen2-vl-7b": 8_291_375_616,
     "command-a-03-2025": 111_057_580_032,
     "command-r-08-2024": 32_296_476_672,
 }

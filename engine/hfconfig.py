@@ -502,6 +502,13 @@ QWEN2_VL_VISION = Vision(("qwen2_vl", "qwen2_vl_vision"),
                          frozenset(_ENCODER_NO_EFFECT | {"num_heads", "spatial_patch_size", "in_chans", "in_channels",
                                                          "hidden_size", "rope_parameters"}),
                          output_field="hidden_size", mlp_ratio=True)
+#: CLIP's encoder as LLaVA builds it (transformers models/clip/configuration_clip.py
+#: CLIPVisionConfig: a vision_config that is given but partial takes the class's ViT-B/32
+#: defaults, not LLaVA's CLIP-L/336; docs/research/llava.md)
+CLIP = Vision(("clip_vision_model",), _ENCODER_FIELDS,
+              {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "patch_size": 32,
+               "image_size": 224},
+              frozenset(_ENCODER_NO_EFFECT | {"projection_dim", "vocab_size"}))
 #: Llama 4's encoder (transformers models/llama4/configuration_llama4.py Llama4VisionConfig); the
 #: pixel shuffle, the rotary table and the projector's bias flag (the code builds none) have no
 #: parameters
@@ -528,14 +535,89 @@ class Multimodal:
     #: what transformers assumes where the top level leaves a field out
     defaults: dict = field(default_factory=dict)
     #: where transformers reads tie_word_embeddings: "top" (Gemma 3: the top level, true where it is
-    #: left out), "text" (Llama 4: each part reads its own config) or "either" (Qwen2.5-VL: tied
-    #: when the top level or text_config says so, false by default)
+    #: left out), "text" (Llama 4: each part reads its own config), "either" (Qwen2.5-VL, LLaVA: tied
+    #: when the top level or text_config says so, false by default) or "outer" (LLaVA-NeXT: the top
+    #: level alone, false by default; text_config's is not read)
     tie_from: str = "top"
     #: the model_type text_config may name (the family's own where None)
     text_type: str | None = None
     #: the language model's fields may sit at the top level instead of in text_config (the Hub's
     #: Qwen2.5-VL files; transformers 5 builds text_config from them)
     flat_text: bool = False
+    #: the language models text_config may name, the first where it names none (LLaVA builds
+    #: whichever AutoModel its text_config names); empty: only ``text``
+    text_types: tuple = ()
+    #: top-level fields transformers keeps but never reads for the model (LLaVA's vocab_size)
+    no_effect: frozenset = frozenset()
+    #: a reader of the kind's own top-level fields (values, given and ignored filled in place), and
+    #: the fields it reads
+    extra: object = None
+    extra_keys: frozenset = frozenset()
+
+
+#: what transformers' config classes assume for a field a text_config leaves out (LLaVA's Hub
+#: files give only what differs: llava-1.5-7b-hf's text_config is a vocab_size and a context length
+#: over LlamaConfig's defaults); transformers models/{llama,mistral,qwen2}/configuration_*.py
+TEXT_CLASS_DEFAULTS = {
+    "llama": {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+              "num_attention_heads": 32, "max_position_embeddings": 2048},
+    "mistral": {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                "num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 131072},
+    "qwen2": {"vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 22016, "num_hidden_layers": 32,
+              "num_attention_heads": 32, "num_key_value_heads": 32, "max_position_embeddings": 32768},
+}
+#: the language models LLaVA checkpoints pair with CLIP (llava-hf: Vicuna / Llama 2, Mistral, Qwen2)
+_LLAVA_TEXT = ("llama", "mistral", "qwen2")
+_LLAVA_FIELDS = frozenset({"vision_feature_layer", "multimodal_projector_bias", "vision_feature_select_strategy"})
+#: LlavaNextConfig's image_grid_pinpoints where a config leaves it out
+LLAVA_NEXT_PINPOINTS = [[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]]
+#: vocab_size: deprecated, the embedding is text_config's; image_seq_length: the base image's tokens,
+#: which the processor counts from the patch grid (as _read_llava does)
+_LLAVA_NO_EFFECT = frozenset({"vocab_size", "ignore_index", "projector_hidden_act", "use_image_newline_parameter",
+                              "image_token_index", "image_token_id", "image_seq_length"})
+
+
+def _read_llava(src: "_Source", data: dict, values: dict, given: dict) -> None:
+    """LLaVA's own top-level fields: how many encoder layers the projector reads
+    (vision_feature_layer, an index or a list of them), its biases, and the text tokens one
+    image becomes: (image_size / patch_size)^2 patches, the class token too under
+    vision_feature_select_strategy "full" (LlavaProcessor); LLaVA-NeXT adds its largest
+    grid of image_grid_pinpoints, each row ending in image_newline (LlavaNextProcessor)."""
+    layer = data.get("vision_feature_layer", -2)
+    if isinstance(layer, list):
+        if not layer or any(isinstance(i, bool) or not isinstance(i, int) for i in layer):
+            raise src.error(DomainError, "field 'vision_feature_layer' must be a layer index or a non-empty list of "
+                            f"them, not {_json_shown(layer)}", "vision_feature_layer")
+        values["vision_feature_layers"] = sympy.Integer(len(layer))
+    elif isinstance(layer, bool) or not isinstance(layer, int):
+        raise src.error(DomainError, "field 'vision_feature_layer' must be a layer index or a non-empty list of "
+                        f"them, not {_json_shown(layer)}", "vision_feature_layer")
+    else:
+        values["vision_feature_layers"] = sympy.Integer(1)
+    if "vision_feature_layer" in data:
+        given["vision_feature_layers"] = (src, "vision_feature_layer")
+    bias = _flag(src, data, "multimodal_projector_bias", True)
+    values["mm_projector_bias"] = "true" if bias else "false"
+    if "multimodal_projector_bias" in data:
+        given["mm_projector_bias"] = (src, "multimodal_projector_bias")
+    strategy = data.get("vision_feature_select_strategy", "default")
+    if strategy not in ("default", "full"):
+        raise src.error(DomainError, f"vision_feature_select_strategy {_json_shown(strategy)} is not 'default' or "
+                        "'full'", "vision_feature_select_strategy")
+    side = int(values["vision_image_size"]) // int(values["vision_patch_size"])
+    if side < 1:
+        raise src.error(DomainError, "vision_config.image_size is smaller than its patch_size", "vision_config")
+    tokens = side * side + (1 if strategy == "full" else 0)
+    if values["mm_projector"] == "llava_next":  # the base image and the largest grid of tiles
+        tile = int(values["vision_image_size"])
+        grid = data.get("image_grid_pinpoints", LLAVA_NEXT_PINPOINTS)
+        if not isinstance(grid, list) or not grid or any(
+                not isinstance(pair, list) or len(pair) != 2
+                or any(isinstance(v, bool) or not isinstance(v, int) or v < tile for v in pair) for pair in grid):
+            raise src.error(DomainError, "field 'image_grid_pinpoints' must be a non-empty list of [height, width] "
+                            f"pairs of at least the image_size ({tile})", "image_grid_pinpoints")
+        tokens += max(side * (h // tile) * side * (w // tile) + side * (h // tile) for h, w in grid)
+    values["mm_tokens_per_image"] = sympy.Integer(tokens)
 
 
 #: Gemma 3 (transformers models/gemma3): Gemma3ForConditionalGeneration holds a Gemma3TextModel,
@@ -557,6 +639,16 @@ MULTIMODAL = {
     # two-layer MLP (docs/research/qwen2-vl.md)
     "qwen2_vl": Multimodal("qwen2", QWEN2_VL_VISION, {"vision_tower": "qwen2_vl", "mm_projector": "none"},
                            tie_from="either", text_type="qwen2_vl_text", flat_text=True),
+    # LLaVA-1.5 and LLaVA-NeXT (models/llava, models/llava_next): a CLIP encoder, a two-layer
+    # projector and the language model text_config names (llama where it names none); the
+    # top-level vocab_size is not read (the embedding is text_config.vocab_size)
+    "llava": Multimodal("llama", CLIP, {"vision_tower": "clip", "mm_projector": "llava"}, tie_from="either",
+                        text_types=_LLAVA_TEXT, no_effect=_LLAVA_NO_EFFECT, extra=_read_llava,
+                        extra_keys=_LLAVA_FIELDS),
+    # LlavaNextConfig copies no tie_word_embeddings up from text_config: only the top level ties
+    "llava_next": Multimodal("llama", CLIP, {"vision_tower": "clip", "mm_projector": "llava_next"},
+                             tie_from="outer", text_types=_LLAVA_TEXT, no_effect=_LLAVA_NO_EFFECT,
+                             extra=_read_llava, extra_keys=_LLAVA_FIELDS | {"image_grid_pinpoints"}),
 }
 #: top-level fields of a vision-language config with no memory effect (token ids of the image markers)
 MULTIMODAL_NO_EFFECT = {"boi_token_index", "eoi_token_index", "image_token_index", "image_token_id",
@@ -579,17 +671,24 @@ def _read_multimodal(src: _Source, data: dict, library, kind: Multimodal):
     vision_config as the encoder's widths, the top level's image fields."""
     text_type = kind.text_type or kind.text
     nested = "text_config" in data or not kind.flat_text
+    family = kind.text
     if nested:
         text = _object(src, data, "text_config")
         text_src, prefix = src.within("text_config"), "text_config."
-        if text.get("model_type", text_type) != text_type:
+        if kind.text_types:  # LLaVA: the language model text_config names
+            family = text.get("model_type", kind.text_types[0])
+            if family not in kind.text_types:
+                raise text_src.error(DomainError, f"text_config.model_type {_json_shown(family)} is not one of "
+                                     + ", ".join(kind.text_types), "model_type")
+        elif text.get("model_type", text_type) != text_type:
             raise text_src.error(DomainError, f"text_config.model_type {_json_shown(text['model_type'])} is not "
                                  f"'{text_type}'", "model_type")
     else:  # the language model's fields at the top level, beside vision_config
         text = {k: v for k, v in data.items()
                 if k != "vision_config" and k not in MULTIMODAL_NO_EFFECT and k not in kind.fields}
         text_src, prefix = src, ""
-    values, given, ignored, unknown = _read_text(text_src, text, library, kind.text, prefix=prefix)
+    values, given, ignored, unknown = _read_text(text_src, text, library, family, prefix=prefix,
+                                                 class_defaults=TEXT_CLASS_DEFAULTS.get(family) if kind.text_types else None)
     values.update(kind.fixed)
     vision = _object(src, data, "vision_config")
     vision_src = src.within("vision_config")
@@ -630,14 +729,18 @@ def _read_multimodal(src: _Source, data: dict, library, kind: Multimodal):
         values["vision_intermediate_size"] = values["vision_hidden_size"] * ratio
         if "mlp_ratio" in vision:
             given["vision_intermediate_size"] = (vision_src, "mlp_ratio")
+    if kind.extra is not None:
+        kind.extra(src, data, values, given)
     for key, raw in data.items():
         if key in ("text_config", "vision_config") or (not nested and key in text):
             continue  # read with the language model
+        if key in kind.extra_keys:
+            continue  # read above
         if key in kind.fields:
             name = kind.fields[key]
             given[name] = (src, key)
             values[name] = _convert(raw, name, key, library, src)
-        elif key in NO_MEMORY_EFFECT or key in MULTIMODAL_NO_EFFECT:
+        elif key in NO_MEMORY_EFFECT or key in MULTIMODAL_NO_EFFECT or key in kind.no_effect:
             ignored.append(key)
         elif key == "tie_word_embeddings":
             continue  # read below
@@ -650,6 +753,15 @@ def _read_multimodal(src: _Source, data: dict, library, kind: Multimodal):
         where = "tie_word_embeddings" if "tie_word_embeddings" in data else None
         if where:
             given["tie_word_embeddings"] = (src, where)
+        values["tie_word_embeddings"] = _convert(tied, "tie_word_embeddings", "tie_word_embeddings", library, src)
+        return values, given, ignored, unknown
+    if kind.tie_from == "outer":  # LlavaNextConfig: the top level alone, untied by default
+        if "tie_word_embeddings" in text:
+            ignored.append(prefix + "tie_word_embeddings")
+            given.pop("tie_word_embeddings", None)
+        tied = data.get("tie_word_embeddings", False)
+        if "tie_word_embeddings" in data:
+            given["tie_word_embeddings"] = (src, "tie_word_embeddings")
         values["tie_word_embeddings"] = _convert(tied, "tie_word_embeddings", "tie_word_embeddings", library, src)
         return values, given, ignored, unknown
     if kind.tie_from == "text":  # each part ties as its own config says: text_config decided above
@@ -671,9 +783,10 @@ def _read_multimodal(src: _Source, data: dict, library, kind: Multimodal):
     return values, given, ignored, unknown
 
 
-def _read_text(src: _Source, data: dict, library, model_type: str, prefix: str = ""):
+def _read_text(src: _Source, data: dict, library, model_type: str, prefix: str = "", class_defaults: dict | None = None):
     """The library's values of a language model's config (the whole file, or a text_config);
-    fields reported as ignored or unknown are named with ``prefix``."""
+    fields reported as ignored or unknown are named with ``prefix``; ``class_defaults`` stand
+    where the config leaves a field out (a LLaVA text_config, read over its config class)."""
     family = FAMILIES[model_type]
     values: dict = dict(family.fixed)
     given: dict = {}  # library name -> (source, the field that set it)
@@ -730,7 +843,7 @@ def _read_text(src: _Source, data: dict, library, model_type: str, prefix: str =
         raw = NULL_MEANS.get(name) if raw is None else raw
         if raw is not None:  # HF writes null for "derive it" (GPT-2 n_inner, head_dim)
             values[name] = _convert(raw, name, key, library, src)
-    for name, default in family.defaults.items():
+    for name, default in {**family.defaults, **(class_defaults or {})}.items():
         if name not in given:
             values.setdefault(name, "true" if default is True else "false" if default is False
                               else sympy.Integer(default))

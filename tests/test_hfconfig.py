@@ -98,6 +98,12 @@ PUBLISHED = {  # model cards / technical reports; the MoE figures counted by han
     # id 31241112275), laid out as the Hub's Qwen2.5-VL file (flat, vision_config nested), with the
     # Hub's old vision spelling in_chans.  The published count is the check
     "qwen2-vl-7b-instruct": 8_291_375_616,
+    # llava-hf/llava-1.5-7b-hf: 7,063,427,072 in 686 tensors (a safetensors-header audit of revision
+    # b234b804, search index id 69593245356: "686 tensors, 7,063,427,072 params"; the index's
+    # total_size 14,126,854,144 fp16 bytes, id 55654747027).  llava-1.5-7b-hf.json:
+    # tung2kg1/AI-Stock-Chart-Analysis llava-1.5-7b-hf/config.json @ 61f63b56 (id 55888235947) with
+    # its Windows line endings made LF again: 950 bytes, the size the Hub lists (docs/research/llava.md)
+    "llava-1.5-7b-hf": 7_063_427_072,
 }
 #: fields a config holds that memform reports as not understood
 NOT_READ: dict = {}
@@ -116,6 +122,9 @@ META_ONLY = (
     # CohereForAI/c4ai-command-a-03-2025 as unsloth/c4ai-command-a-03-2025 @ 26b8ba07 re-publishes it
     # (AshishKumar4/dew tests/fixtures/hf/command-a-03-2025/config.json @ c8f009df, byte for byte)
     "command-a-03-2025",
+    # llava-hf/llava-v1.6-mistral-7b-hf as the Hub's blame page shows it (its indentation restored
+    # as transformers writes a config: 1,284 bytes, the page's file size; docs/research/llava.md)
+    "llava-v1.6-mistral-7b-hf",
 )
 
 
@@ -144,7 +153,9 @@ def test_config_parameter_count(lib, name):
                                           ("llama-4-scout", "llama4-scout"), ("falcon-7b", "falcon-7b"),
                                           ("command-a-03-2025", "command-a-03-2025"),
                                           ("qwen2.5-vl-7b-instruct", "qwen2.5-vl-7b"),
-                                          ("qwen2-vl-7b-instruct", "qwen2-vl-7b")])
+                                          ("qwen2-vl-7b-instruct", "qwen2-vl-7b"),
+                                          ("llava-1.5-7b-hf", "llava-1.5-7b"),
+                                          ("llava-v1.6-mistral-7b-hf", "llava-v1.6-mistral-7b")])
 def test_config_and_preset_agree(lib, name, preset):
     values = {"micro_batch": 2, "seq_len": 1024, "dropout": 0}
     from_config = scenario(lib, name, **values)
@@ -248,6 +259,11 @@ def test_meta_device_model_agrees(lib, name, tmp_path):
     # the same language model; the encoder's 12 per layer (qkv, proj, fc1, fc2 with biases, two
     # LayerNorms with biases), patch convolution, the merger's LayerNorm (2) and two layers
     ("qwen2-vl-7b-instruct", 28 * 12 + 3 + 32 * 12 + 7),
+    # Llama's layer (9), embedding, final norm, untied head; CLIP's 16 per layer, class embedding,
+    # patch convolution, positions, pre- and post-LayerNorm (4); the projector's two layers and
+    # biases; LLaVA-NeXT's image_newline
+    ("llava-1.5-7b-hf", 32 * 9 + 3 + 24 * 16 + 7 + 4),
+    ("llava-v1.6-mistral-7b-hf", 32 * 9 + 3 + 24 * 16 + 7 + 4 + 1),
     ("command-a-03-2025", 64 * (4 + 3 + 1) + 2)])  # Cohere's layout without q/k norms; tied
 def test_tensor_counts_by_hand(lib, name, tensors):
     s = scenario(lib, name, optimizer="adamw", optimizer_step_bytes=4)
@@ -444,6 +460,65 @@ def test_qwen2_vl_encoder_width_mlp_ratio_and_output(lib, tmp_path):
     wrong = {**base, "vision_config": {**base["vision_config"], "hidden_size": 1536}}
     assert "vision_config.hidden_size 1536 is not the language model's hidden_size" in \
         raises(lib, write(tmp_path, wrong), DomainError)
+
+
+LLAVA = json.loads((CONFIGS / "llava-1.5-7b-hf.json").read_text())
+LLAVA_NEXT = json.loads((CONFIGS / "llava-v1.6-mistral-7b-hf.json").read_text())
+
+
+def params_of(lib, tmp_path, data):
+    return Scenario.create(lib, None, values=read_config(write(tmp_path, data), lib).values).evaluate("n_params")
+
+
+@pytest.mark.parametrize("change, params", [
+    # transformers 5.24's LlavaForConditionalGeneration built on the meta device from each variant
+    # (docs/research/llava.md, section 4): three feature layers widen linear_1 to 3 x 1024 inputs
+    ({"vision_feature_layer": [-2, -5, -8]}, 7_071_815_680),
+    ({"vision_feature_layer": -24}, 7_063_427_072),  # every layer is built whichever one is read
+    ({"multimodal_projector_bias": False}, 7_063_418_880),
+    # LlavaConfig copies text_config's tie up to the top level: the head is the embedding
+    ({"text_config": {**LLAVA["text_config"], "tie_word_embeddings": True}}, 6_932_092_928),
+    # a vision_config given but empty is CLIPVisionConfig's ViT-B/32, not LLaVA's CLIP-L/336
+    ({"vision_config": {"model_type": "clip_vision_model"}}, 6_846_327_040),
+])
+def test_llava_fields_as_transformers_builds_them(lib, tmp_path, change, params):
+    assert params_of(lib, tmp_path, {**LLAVA, **change}) == params
+
+
+def test_llava_next_ties_from_the_top_level_alone(lib, tmp_path):
+    # LlavaNextConfig never reads text_config's tie_word_embeddings (7,063,431,168 for the Vicuna
+    # variant either way, docs/research/llava.md); the top level ties: one 32,064 x 4,096 head fewer
+    untied = {**LLAVA_NEXT, "text_config": {**LLAVA_NEXT["text_config"], "tie_word_embeddings": True}}
+    config = read_config(write(tmp_path, untied), lib)
+    assert "text_config.tie_word_embeddings" in config.ignored
+    assert params_of(lib, tmp_path, untied) == 7_566_747_648
+    assert params_of(lib, tmp_path, {**LLAVA_NEXT, "tie_word_embeddings": True}) == 7_566_747_648 - 32_064 * 4_096
+
+
+def test_llava_image_tokens(lib, tmp_path):
+    # LlavaProcessor: (336 / 14)^2 = 576 patches, the class token dropped ("default") or kept
+    # ("full"); LLaVA-NeXT: the base image and its largest grid, 672 x 672: 48 x 48 patches and a
+    # newline per row (2,928, the feature size a public llava-v1.6 launch script sets for 560 x 560)
+    tokens = lambda data: read_config(write(tmp_path, data), lib).values["mm_tokens_per_image"]
+    assert tokens(LLAVA) == 576 and tokens({**LLAVA, "vision_feature_select_strategy": "full"}) == 577
+    assert tokens(LLAVA_NEXT) == 2_928
+    assert tokens({**LLAVA_NEXT, "image_grid_pinpoints": [[336, 1008]]}) == 576 + 24 * 72 + 24
+
+
+@pytest.mark.parametrize("change, says", [
+    ({"vision_feature_layer": []}, "field 'vision_feature_layer' must be a layer index or a non-empty list"),
+    ({"vision_feature_layer": "-2"}, "field 'vision_feature_layer' must be a layer index"),
+    ({"multimodal_projector_bias": 1}, "field 'multimodal_projector_bias' must be true or false"),
+    ({"vision_feature_select_strategy": "cls"}, "vision_feature_select_strategy \"cls\" is not 'default' or 'full'"),
+    ({"text_config": {**LLAVA["text_config"], "model_type": "gpt2"}}, "text_config.model_type \"gpt2\" is not one of"),
+])
+def test_llava_bad_fields_are_located(lib, tmp_path, change, says):
+    assert says in raises(lib, write(tmp_path, {**LLAVA, **change}), DomainError)
+    if "vision_feature_layer" in change:  # LLaVA-NeXT reads the same fields, and its tile grid
+        assert says in raises(lib, write(tmp_path, {**LLAVA_NEXT, **change}), DomainError)
+    for grid in ([[336]], [], [[100, 100]], "672x672"):
+        assert "field 'image_grid_pinpoints' must be a non-empty list of [height, width]" in \
+            raises(lib, write(tmp_path, {**LLAVA_NEXT, "image_grid_pinpoints": grid}), DomainError)
 
 
 def test_a_nested_config_without_its_towers_is_refused(lib, tmp_path):

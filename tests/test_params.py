@@ -75,10 +75,14 @@ PUBLISHED = {
     "llama4-maverick": 401_583_781_376,
     "starcoder2-3b": 3_030_371_328,
     "falcon-7b": 6_921_720_704,
+    "llava-v1.6-mistral-7b": 7_566_747_648,
     # the Hub page's numParameters (search index id 33908990598)
     "qwen2.5-vl-7b": 8_292_166_656,
     # a public table of Hub counts (search index id 12439498600: "qwen/qwen2-vl-7b-instruct": 8291375616)
     "qwen2-vl-7b": 8_291_375_616,
+    # a safetensors-header audit of llava-hf/llava-1.5-7b-hf (search index id 69593245356: "686 tensors,
+    # 7,063,427,072 params")
+    "llava-1.5-7b": 7_063_427_072,
     "command-a-03-2025": 111_057_580_032,
     "command-r-08-2024": 32_296_476_672,
 }

@@ -307,21 +307,26 @@ class _Budget(threading.local):
 _BUDGET = _Budget()
 
 
-#: once a budget is spent, how often (CPU seconds) the timer fires again until the block is left:
+#: once a budget is spent, how often (seconds) the timer fires again until the block is left:
 #: a signal handled inside a finaliser (a sympy generator closed by the garbage collector) has
 #: its exception swallowed ("Exception ignored in ..."), and a one-shot timer would then never
 #: stop the work
 _REFIRE_SECONDS = 0.1
+#: the wall-clock backstop of a CPU budget, as a multiple of it: work that spends its time
+#: outside the CPU (paging, a blocked call) is stopped too; generous, so that a loaded machine
+#: does not refuse what an idle one answers
+_WALL_FACTOR = 4
 
 
 @contextlib.contextmanager
 def _cpu_budget(seconds: float):
     """Raise :class:`_OverBudget` once the process has spent ``seconds`` of CPU time inside
-    the block (ITIMER_VIRTUAL: load on the machine does not count), and again every
+    the block (ITIMER_PROF, user and system time: load on the machine does not count) or
+    ``_WALL_FACTOR`` times as many seconds have passed, and again every
     :data:`_REFIRE_SECONDS` until the block is left.  Only in the main thread, where signals
     are delivered, and not nested."""
     if _BUDGET.active or threading.current_thread() is not threading.main_thread() \
-            or not hasattr(signal, "ITIMER_VIRTUAL"):
+            or not hasattr(signal, "ITIMER_PROF") or not hasattr(signal, "pthread_kill"):
         yield _BUDGET
         return
 
@@ -329,20 +334,34 @@ def _cpu_budget(seconds: float):
         if _BUDGET.active:
             raise _OverBudget()
 
-    old = signal.signal(signal.SIGVTALRM, stop)
+    done = threading.Event()
+    main = threading.get_ident()
+
+    def backstop():  # the wall clock: signal the main thread until the block is left
+        if done.wait(seconds * _WALL_FACTOR):
+            return
+        while not done.is_set():
+            signal.pthread_kill(main, signal.SIGPROF)
+            done.wait(_REFIRE_SECONDS)
+
+    old = signal.signal(signal.SIGPROF, stop)
     _BUDGET.active, _BUDGET.rule = True, None
-    signal.setitimer(signal.ITIMER_VIRTUAL, seconds, _REFIRE_SECONDS)
+    watch = threading.Thread(target=backstop, name="memform-budget", daemon=True)
+    signal.setitimer(signal.ITIMER_PROF, seconds, _REFIRE_SECONDS)
+    watch.start()
     try:
         yield _BUDGET
     finally:
         while True:  # a refire during the clean-up interrupts it: do it again
             try:
                 _BUDGET.active = False  # from here on the handler does nothing
-                signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+                signal.setitimer(signal.ITIMER_PROF, 0)
+                done.set()
+                watch.join()  # no signal is sent once the handler is restored
                 break
             except _OverBudget:
                 pass
-        signal.signal(signal.SIGVTALRM, old)
+        signal.signal(signal.SIGPROF, old)
 
 
 def _minmax_nesting(expr: sympy.Basic, nesting_of, memo: dict[int, int]) -> int:

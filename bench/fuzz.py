@@ -1029,6 +1029,12 @@ def gen_config(rng, ctx) -> dict:
         oracle["duplicates"] = duplicated and any(c > 1 for c in counts.values())
         oracle["sizes"] = {k: (v if not isinstance(v, Raw) else str(v)) for k, v in pairs
                            if k in SIZE_FIELDS and counts[k] == 1 and family != "gpt2"
+                           # a nested vision-language config's language model is text_config: a
+                           # top-level size there is not the model's (LLaVA's deprecated vocab_size)
+                           and "text_config" not in counts
+                           # Falcon's key-value heads are num_kv_heads (with multi_query and
+                           # new_decoder_architecture): transformers never reads num_key_value_heads
+                           and not (family == "falcon" and k == "num_key_value_heads")
                            and isinstance(v, (int, Raw)) and not isinstance(v, bool)}
     r = rng.random()
     gpu = ["--gpu", rng.choice(ctx.gpus)] if rng.random() < 0.3 else []

@@ -268,9 +268,46 @@ class _Source:
     start: int = 0  #: where the object being read begins (a nested text_config, vision_config)
 
     def within(self, key: str) -> "_Source":
-        """The same text, its fields looked up from where ``"key":`` begins (the nested object)."""
-        span = re.compile(f'"{re.escape(key)}"\\s*:').search(self.text, self.start)
-        return _Source(self.path, self.text, span.end() if span else self.start)
+        """The same text, its fields looked up in the object that member ``key`` holds."""
+        found = self._member(key, 0)
+        return _Source(self.path, self.text, found[1] if found else self.start)
+
+    def _member(self, key: str, nth: int) -> tuple[int, int] | None:
+        """Where the ``nth`` member named ``key`` of the object at ``start`` begins and where its
+        name ends: a member of this object, not of one nested in it (text_config and the top level
+        both name vocab_size)."""
+        text, n = self.text, len(self.text)
+        i = text.find("{", self.start)
+        depth, seen = 0, 0
+        while 0 <= i < n:
+            c = text[i]
+            if c == '"':
+                j = i + 1
+                while j < n and text[j] != '"':
+                    j += 2 if text[j] == "\\" else 1
+                if depth == 1:
+                    k = j + 1
+                    while k < n and text[k] in " \t\r\n":
+                        k += 1
+                    if k < n and text[k] == ":":
+                        try:
+                            name = json.loads(text[i:j + 1])
+                        except ValueError:
+                            name = None
+                        if name == key:
+                            if seen == nth:
+                                return i, k + 1
+                            seen += 1
+                i = j + 1
+                continue
+            if c in "{[":
+                depth += 1
+            elif c in "}]":
+                depth -= 1
+                if depth == 0:
+                    return None
+            i += 1
+        return None
 
     def span_at(self, pos: int, length: int = 1) -> Span:
         start = self.text.rfind("\n", 0, pos) + 1
@@ -281,10 +318,9 @@ class _Source:
         return Span(self.path, self.text.count("\n", 0, pos) + 1, pos - start + 1, length, line)
 
     def span(self, key: str, nth: int = 0) -> Span | None:
-        """Where ``"key":`` appears (its ``nth`` occurrence), or None if it is not found as written."""
-        found = re.compile(f'"{re.escape(key)}"\\s*:').finditer(self.text, self.start)
-        match = next((m for i, m in enumerate(found) if i == nth), None)
-        return self.span_at(match.start(), len(key) + 2) if match else None
+        """Where member ``key`` of this object appears (its ``nth`` occurrence), or None."""
+        found = self._member(key, nth)
+        return self.span_at(found[0], len(key) + 2) if found else None
 
     def error(self, cls, message: str, key: str | None = None, nth: int = 0, hint: str | None = None):
         """An error located at field ``key``, or naming the file where it cannot be located."""
@@ -583,6 +619,8 @@ def _read_llava(src: "_Source", data: dict, values: dict, given: dict) -> None:
     image becomes: (image_size / patch_size)^2 patches, the class token too under
     vision_feature_select_strategy "full" (LlavaProcessor); LLaVA-NeXT adds its largest
     grid of image_grid_pinpoints, each row ending in image_newline (LlavaNextProcessor)."""
+    if "vocab_size" in data:  # deprecated and not read (the embedding is text_config's), but not garbage
+        _whole(src, data, "vocab_size", None, minimum=1)
     layer = data.get("vision_feature_layer", -2)
     if isinstance(layer, list):
         if not layer or any(isinstance(i, bool) or not isinstance(i, int) for i in layer):
@@ -794,6 +832,9 @@ def _read_text(src: _Source, data: dict, library, model_type: str, prefix: str =
     special = {"quantization_config"} & data.keys()  # fields read below, outside the one-to-one mapping
     if model_type == "falcon":
         special.update(k for k in FALCON_LAYOUT if k in data)
+        if "num_key_value_heads" in data:  # FalconConfig's field is num_kv_heads: this one is never read
+            special.add("num_key_value_heads")
+            unknown.append(prefix + "num_key_value_heads")
     if model_type == "llama4_text":
         special.update(k for k in ("moe_layers", "attention_chunk_size", "no_rope_layers", "no_rope_layer_interval")
                        if k in data)

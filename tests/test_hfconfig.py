@@ -495,6 +495,13 @@ def test_llava_next_ties_from_the_top_level_alone(lib, tmp_path):
     assert params_of(lib, tmp_path, {**LLAVA_NEXT, "tie_word_embeddings": True}) == 7_566_747_648 - 32_064 * 4_096
 
 
+def test_an_error_names_the_member_of_its_own_object(lib, tmp_path):
+    # text_config, vision_config and the top level all name vocab_size: the error points at the
+    # top level's (the first "vocab_size" in the file is text_config's)
+    text = raises(lib, write(tmp_path, {**LLAVA, "vocab_size": 0}), DomainError)
+    assert '|  "vocab_size": 0' in text and "32064" not in text, text
+
+
 def test_llava_image_tokens(lib, tmp_path):
     # LlavaProcessor: (336 / 14)^2 = 576 patches, the class token dropped ("default") or kept
     # ("full"); LLaVA-NeXT: the base image and its largest grid, 672 x 672: 48 x 48 patches and a
@@ -511,6 +518,8 @@ def test_llava_image_tokens(lib, tmp_path):
     ({"multimodal_projector_bias": 1}, "field 'multimodal_projector_bias' must be true or false"),
     ({"vision_feature_select_strategy": "cls"}, "vision_feature_select_strategy \"cls\" is not 'default' or 'full'"),
     ({"text_config": {**LLAVA["text_config"], "model_type": "gpt2"}}, "text_config.model_type \"gpt2\" is not one of"),
+    # fuzzer config seed 1214: the deprecated top-level vocab_size is not read, but not garbage either
+    ({"vocab_size": -0.0}, "field 'vocab_size' must be a whole number >= 1, not 0"),
 ])
 def test_llava_bad_fields_are_located(lib, tmp_path, change, says):
     assert says in raises(lib, write(tmp_path, {**LLAVA, **change}), DomainError)
@@ -555,6 +564,14 @@ def test_one_field_sets_every_bias(lib, tmp_path):
     with_bias = Scenario.create(lib, None, values=read_config(CONFIGS / "starcoder2-3b.json", lib).values)
     without = Scenario.create(lib, None, values=v)
     assert with_bias.evaluate("n_params") - without.evaluate("n_params") == 30 * (3072 + 512 + 3072 + 12288 + 3072)
+
+
+def test_falcon_reports_a_num_key_value_heads_it_never_reads(lib, tmp_path):
+    # fuzzer config seed 1214: FalconConfig names its key-value heads num_kv_heads (with
+    # multi_query and new_decoder_architecture); a num_key_value_heads field is not understood
+    falcon = json.loads((CONFIGS / "falcon-7b.json").read_text())
+    config = read_config(write(tmp_path, {**falcon, "num_key_value_heads": 4}), lib)
+    assert config.unknown == ("num_key_value_heads",) and config.values["num_key_value_heads"] == 1
 
 
 def test_fields_of_the_original_code_must_have_the_value_transformers_builds(lib, tmp_path):

@@ -178,3 +178,25 @@ def test_zero_shards_over_data_and_context_parallel_ranks(lib):
     s = Scenario.create(lib, "llama2-7b", values={"dp": 2, "cp": 4, "zero_stage": 1, "optimizer_step_bytes": 0})
     assert s.evaluate("master") + s.evaluate("optimizer_states") == 12 * p // 8
     assert s.evaluate("weights") == s.evaluate("grads") == 2 * p
+
+
+def test_deepseek_v3_checkpoint_total_with_its_mtp_module(lib):
+    # deepseek-ai/DeepSeek-V3 on the Hub: 684,531,386,000 elements, of them 41,555,600 FP32 (the
+    # Hub's safetensors split, quoted in search index ids 67469160833, 58758039937): the 128 x 128
+    # FP8 tiles' weight_scale_inv and 59 x 256 router biases (e_score_correction_bias, which
+    # memform counts as parameters).  Layer 61, the MTP module, stores its own copies of the
+    # embedding and the output head (129,280 x 7,168 each), which the model's are
+    # (docs/research/mtp.md)
+    scales = 41_555_600 - 59 * 256
+    copies = 2 * 129_280 * 7_168
+    with_mtp = Scenario.create(lib, "deepseek-v3", values={"mtp_layers": 1}).evaluate("n_params")
+    assert with_mtp == 684_531_386_000 - scales - copies
+    assert with_mtp - Scenario.create(lib, "deepseek-v3").evaluate("n_params") == 11_610_068_224
+
+
+def test_an_mtp_layer_adds_one_layer_to_the_kv_cache(lib):
+    # vLLM's deepseek_mtp draft adds its MLA layer to the block pool: 62 layers of (512 + 64)
+    # BF16 elements per token, 71,424 B instead of 70,272 (docs/research/mtp.md)
+    per_token = lambda mtp: Scenario.create(lib, "deepseek-v3", values={"mode": "infer", "mtp_layers": mtp}
+                                            ).evaluate("kv_cache_per_token")
+    assert (per_token(0), per_token(1)) == (61 * 576 * 2, 62 * 576 * 2) == (70_272, 71_424)

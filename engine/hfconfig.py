@@ -13,6 +13,7 @@ included, goes through the library's validation; text echoed in a message is esc
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -259,6 +260,11 @@ def _json_shown(value) -> str:
     return shown(plain)
 
 
+#: the tokens that decide where a member sits: a string (with the colon after it when it names a
+#: member) and the brackets
+_JSON_TOKENS = re.compile(r'(?P<string>"(?:[^"\\]|\\.)*")(?P<colon>\s*:)?|[{}\[\]]')
+
+
 @dataclass(frozen=True)
 class _Source:
     """The decoded text of a config file and the name it is shown by, to locate errors."""
@@ -276,38 +282,35 @@ class _Source:
         """Where the ``nth`` member named ``key`` of the object at ``start`` begins and where its
         name ends: a member of this object, not of one nested in it (text_config and the top level
         both name vocab_size)."""
-        text, n = self.text, len(self.text)
-        i = text.find("{", self.start)
-        depth, seen = 0, 0
-        while 0 <= i < n:
-            c = text[i]
-            if c == '"':
-                j = i + 1
-                while j < n and text[j] != '"':
-                    j += 2 if text[j] == "\\" else 1
-                if depth == 1:
-                    k = j + 1
-                    while k < n and text[k] in " \t\r\n":
-                        k += 1
-                    if k < n and text[k] == ":":
-                        try:
-                            name = json.loads(text[i:j + 1])
-                        except ValueError:
-                            name = None
-                        if name == key:
-                            if seen == nth:
-                                return i, k + 1
-                            seen += 1
-                i = j + 1
-                continue
-            if c in "{[":
+        found = self._members.get(key, ())
+        return found[nth] if nth < len(found) else None
+
+    @functools.cached_property
+    def _members(self) -> dict:
+        """The members of the object at ``start``: name -> [(where it begins, where its name
+        ends)], in order; one scan of the text, strings and brackets found by a regex."""
+        members: dict = {}
+        text = self.text
+        begin = text.find("{", self.start)
+        if begin < 0:
+            return members
+        depth = 0
+        for token in _JSON_TOKENS.finditer(text, begin):
+            t = token.group()
+            if t[0] == '"':
+                if depth == 1 and token.group("colon"):
+                    try:
+                        name = json.loads(token.group("string"))
+                    except ValueError:
+                        continue
+                    members.setdefault(name, []).append((token.start(), token.end()))
+            elif t in "{[":
                 depth += 1
-            elif c in "}]":
+            else:
                 depth -= 1
                 if depth == 0:
-                    return None
-            i += 1
-        return None
+                    break
+        return members
 
     def span_at(self, pos: int, length: int = 1) -> Span:
         start = self.text.rfind("\n", 0, pos) + 1

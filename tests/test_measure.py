@@ -171,8 +171,8 @@ def test_autocast_saved_tensors_and_peak(autocast_table, capsys):
     """Saved for backward under autocast: fp32 norm outputs, one bf16 cast per projection, fp32
     routed experts and a bf16 copy of every projection weight (2-28 % of these steps' saved
     bytes) within 1.5 %; the step's peak within 4 %.
-    What memform leaves out: rotary cos/sin (128 B per position), int64 ids and labels (16 B per
-    token), the loss's 4-byte total weight."""
+    The rotary cos/sin (a row per position), the int64 ids and labels are counted; what memform
+    leaves out: the loss's 4-byte total weight."""
     with capsys.disabled():
         print("\nautocast    b    s  attention   saved: memform   measured   error    peak: memform    measured   error")
         for family, b, s, attention, m in autocast_table:

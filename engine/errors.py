@@ -29,8 +29,14 @@ class Span:
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str | None:
-    """A ``did you mean 'x'?`` hint for ``name`` among ``known`` names, or None."""
-    close = difflib.get_close_matches(name, sorted(set(known)), n=1, cutoff=0.6)
+    """A ``did you mean 'x'?`` hint for ``name`` among ``known`` names, or None.  A name that
+    only lacks a suffix ('h200' for the preset 'h200-141g', 'a100' for 'a100-40g' and
+    'a100-80g') is offered those names before the closest spelling ('h20')."""
+    names = sorted(set(known))
+    longer = [k for k in names if name and k.startswith(name + "-")]
+    if longer:
+        return "did you mean " + " or ".join(f"'{k}'" for k in longer[:4]) + "?"
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
     return f"did you mean '{close[0]}'?" if close else None
 
 

@@ -84,6 +84,9 @@ def test_capacity_flag():
      "      |         ^^^^\n"),
     (["estimate", "llama2-7x"],
      "memform: error: unknown model 'llama2-7x'\nhint: did you mean 'llama2-7b'?\n"),
+    # a GPU named without its memory suffix: the presets it begins, not the closest spelling (h20)
+    (["estimate", "llama2-7b", "--gpu", "h200"],
+     "memform: error: unknown gpu 'h200'\nhint: did you mean 'h200-141g'?\n"),
     (["estimate"],
      "memform: error: the following arguments are required: MODEL\nhint: see 'memform estimate --help'\n"),
 ])

@@ -625,16 +625,11 @@ def _read_llava(src: "_Source", data: dict, values: dict, given: dict) -> None:
     if "vocab_size" in data:  # deprecated and not read (the embedding is text_config's), but not garbage
         _whole(src, data, "vocab_size", None, minimum=1)
     layer = data.get("vision_feature_layer", -2)
-    if isinstance(layer, list):
-        if not layer or any(isinstance(i, bool) or not isinstance(i, int) for i in layer):
-            raise src.error(DomainError, "field 'vision_feature_layer' must be a layer index or a non-empty list of "
-                            f"them, not {_json_shown(layer)}", "vision_feature_layer")
-        values["vision_feature_layers"] = sympy.Integer(len(layer))
-    elif isinstance(layer, bool) or not isinstance(layer, int):
+    layers = layer if isinstance(layer, list) else [layer]
+    if not layers or any(isinstance(i, bool) or not isinstance(i, int) for i in layers):
         raise src.error(DomainError, "field 'vision_feature_layer' must be a layer index or a non-empty list of "
                         f"them, not {_json_shown(layer)}", "vision_feature_layer")
-    else:
-        values["vision_feature_layers"] = sympy.Integer(1)
+    values["vision_feature_layers"] = sympy.Integer(len(layers))
     if "vision_feature_layer" in data:
         given["vision_feature_layers"] = (src, "vision_feature_layer")
     bias = _flag(src, data, "multimodal_projector_bias", True)

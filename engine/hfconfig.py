@@ -217,6 +217,63 @@ FAMILIES = {
                       expects={"use_parallel_block": True, "use_gated_activation": True, "use_embedding_sharing": True,
                                "use_parallel_embedding": True, "rotary_pct": 1, "position_embedding_type": "rope_gptj",
                                "order_of_interleaved_layers": "local_attn_first"}),
+    # Hybrids (docs/research/hybrid-state.md): layers whose token mixer is a recurrent,
+    # linear-attention one; the layer kinds come from a list or a pattern (_read_hybrid).
+    # Qwen3-Next: gated DeltaNet layers, attention every full_attention_interval-th layer with
+    # the output gate in q_proj and q/k norms over head_dim, MoE with a gated shared expert
+    # (transformers models/qwen3_next/modeling_qwen3_next.py, configuration_qwen3_next.py); its
+    # RMSNorms apply (1 + weight) in fp32, as Gemma's
+    "qwen3_next": Family({"mlp": "swiglu", "norm": "rmsnorm", "rmsnorm_weight": "fp32", "qk_norm": "head",
+                          "router_bias": "false",
+                          "shared_expert_gate": "true", "attention_output_gate": "true",
+                          "linear_mixer": "gated_deltanet"},
+                         renames={"decoder_sparse_step": "moe_layer_step", "linear_conv_kernel_dim": "conv_kernel",
+                                  **{k: k for k in ("moe_intermediate_size", "shared_expert_intermediate_size",
+                                                    "linear_num_key_heads", "linear_key_head_dim",
+                                                    "linear_num_value_heads", "linear_value_head_dim")}},
+                         defaults={"tie_word_embeddings": False, "head_dim": 256, "linear_num_key_heads": 16,
+                                   "linear_key_head_dim": 128, "linear_num_value_heads": 32,
+                                   "linear_value_head_dim": 128, "conv_kernel": 4}),
+    # Nemotron-H: single-block layers (Mamba2, attention, a squared-ReLU MLP or an MoE of
+    # squared-ReLU experts with one shared expert and an fp32 router with a correction bias), one
+    # norm each; the Mamba2 inner width is heads x head_dim; attention without biases, the head
+    # never tied; its RMSNorms apply the weight in fp32 before the cast (transformers
+    # models/nemotron_h/modeling_nemotron_h.py, configuration_nemotron_h.py)
+    "nemotron_h": Family({"mlp": "relu2", "norm": "rmsnorm", "rmsnorm_weight": "fp32", "linear_mixer": "mamba2",
+                          "router_bias": "true",
+                          "shared_expert_gate": "false", "tie_word_embeddings": "false", "attention_bias": "false"},
+                         renames={"n_routed_experts": "num_experts", "n_groups": "mamba_n_groups",
+                                  "use_conv_bias": "mamba_conv_bias", "use_bias": "mamba_proj_bias",
+                                  "moe_shared_expert_intermediate_size": "shared_expert_intermediate_size",
+                                  **{k: k for k in ("moe_intermediate_size", "mamba_num_heads", "mamba_head_dim",
+                                                    "ssm_state_size", "conv_kernel")}},
+                         required=(),
+                         defaults={"head_dim": 128, "mamba_num_heads": 128, "mamba_head_dim": 64,
+                                   "ssm_state_size": 128, "mamba_n_groups": 8, "conv_kernel": 4,
+                                   "mamba_conv_bias": True, "mamba_proj_bias": False, "intermediate_size": 21504},
+                         expects={"mlp_hidden_act": "relu2", "moe_latent_size": None}),
+    # Granite 4.0-H: Mamba2 or attention in each layer, a shared MLP (gate and up fused in
+    # input_linear) in every layer, and experts beside it when num_local_experts > 0; Mamba2 inner
+    # width mamba_expand x hidden_size (transformers models/granitemoehybrid/)
+    "granitemoehybrid": Family({"mlp": "swiglu", "norm": "rmsnorm", "linear_mixer": "mamba2", "router_bias": "false",
+                                "shared_expert_gate": "false", "gate_up_fused": "true"},
+                               renames={"num_local_experts": "num_experts", "mamba_n_heads": "mamba_num_heads",
+                                        "mamba_d_state": "ssm_state_size", "mamba_d_conv": "conv_kernel",
+                                        **{k: k for k in ("mamba_n_groups", "mamba_conv_bias", "mamba_proj_bias")}},
+                               defaults={"tie_word_embeddings": False, "num_experts": 8, "mamba_num_heads": 128,
+                                         "ssm_state_size": 256, "mamba_n_groups": 1, "conv_kernel": 4,
+                                         "mamba_conv_bias": True, "mamba_proj_bias": False}),
+    # Mamba2: every layer a norm and a Mamba2 mixer, no attention and no MLP
+    # (transformers models/mamba2/modeling_mamba2.py)
+    "mamba2": Family({"norm": "rmsnorm", "linear_mixer": "mamba2"},
+                     renames={"num_heads": "mamba_num_heads", "head_dim": "mamba_head_dim", "state_size": "ssm_state_size",
+                              "n_groups": "mamba_n_groups", "use_conv_bias": "mamba_conv_bias",
+                              "use_bias": "mamba_proj_bias", "conv_kernel": "conv_kernel"},
+                     required=(),
+                     defaults={"tie_word_embeddings": False, "mamba_num_heads": 128, "mamba_head_dim": 64,
+                               "ssm_state_size": 128, "mamba_n_groups": 8, "conv_kernel": 4,
+                               "mamba_conv_bias": True, "mamba_proj_bias": False, "hidden_size": 4096,
+                               "num_hidden_layers": 64, "vocab_size": 32768}),
     "gpt2": Family({"mlp": "gelu", "norm": "layernorm", "position_embedding": "learned",
                     "attention_bias": "true", "o_proj_bias": "true", "mlp_bias": "true",
                     "tie_word_embeddings": "true", "qkv_fused": "true", "gelu_kernel": "composite",
@@ -232,7 +289,26 @@ EXTRA = {"num_experts", "num_experts_per_tok", "n_shared_experts", "moe_intermed
          "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "attention_bias", "dropout"}
 #: families whose attention_bias also gives o_proj a bias (LlamaAttention and its copies)
 O_PROJ_FOLLOWS = ("llama", "mistral", "qwen3", "qwen3_moe", "gemma2", "gemma3_text", "olmo2", "granite", "gpt_oss",
-                  "cohere", "cohere2")
+                  "cohere", "cohere2", "qwen3_next", "granitemoehybrid")
+#: the fields of a hybrid's config that _read_hybrid reads (layer kinds, widths set together)
+HYBRID_FIELDS = {
+    "qwen3_next": ("layer_types", "full_attention_interval", "mlp_only_layers"),
+    "nemotron_h": ("hybrid_override_pattern", "layers_block_type", "layer_types", "num_hidden_layers",
+                   "attention_bias", "tie_word_embeddings", "n_shared_experts", "expand", "mamba_proj_bias",
+                   "mamba_ssm_cache_dtype"),
+    "granitemoehybrid": ("layer_types", "layers_block_type", "mamba_expand", "mamba_d_head",
+                         "shared_intermediate_size", "intermediate_size"),
+    "mamba2": ("expand",),
+}
+#: fields of hybrids' configs with no effect on memory memform models (activations' and
+#: kernels' settings, initialisation, scalars of the forward pass)
+HYBRID_NO_EFFECT = {"mamba_hidden_act", "time_step_min", "time_step_max", "time_step_floor", "time_step_limit",
+                    "time_step_rank", "rescale_prenorm_residual", "residual_in_fp32", "chunk_size",
+                    "mamba_chunk_size", "num_logits_to_keep", "use_mamba_kernels", "mamba_ssm_cache_dtype",
+                    "partial_rotary_factor", "position_embedding_type", "norm_eps", "hidden_dropout",
+                    "mlp_hidden_act", "moe_latent_size", "mamba_step_size", "layer_norm_epsilon", "rope_type",
+                    "mamba_dt_rank", "init_std", "emb_init_std", "init_method", "normalization_function",
+                    "rms_norm", "time_step_limit"}
 #: config fields that describe sliding-window layers (read where a family names a window scheme)
 WINDOW_FIELDS = ("sliding_window", "use_sliding_window", "max_window_layers", "layer_types")
 #: what HF's null means where it is not "absent, derive it": q_lora_rank = None builds no query
@@ -359,8 +435,14 @@ def _float(text: str):
     return Fraction(number)
 
 
+_INFINITE = "is not a finite number"
+#: fields with no memory effect where transformers writes an infinite bound (Mamba2Config's
+#: time_step_limit = (0.0, inf), json.dumps'd as Infinity)
+INFINITE_OK = {"time_step_limit"}
+
+
 def _constant(text: str):
-    return _Refused(text, "is not a finite number")
+    return _Refused(text, _INFINITE)
 
 
 def _refused(value) -> _Refused | None:
@@ -437,7 +519,7 @@ def _load(path: str | Path) -> tuple[_Source, dict]:
     data = _parse(src)
     for key, raw in data.items():
         bad = _refused(raw)
-        if bad is not None:
+        if bad is not None and not (key in INFINITE_OK and bad.reason == _INFINITE):
             raise src.error(DomainError, f"field '{shown(key)}': {shown(bad.text)} {bad.reason}", key)
     return src, data
 
@@ -843,6 +925,8 @@ def _read_text(src: _Source, data: dict, library, model_type: str, prefix: str =
             if data[alias] != data[main]:
                 raise src.error(DomainError, f"fields '{alias}' and '{main}' differ", alias, hint="keep one of them")
             special.add(alias)  # the same value twice: read once, under its main name
+    if model_type in HYBRID_FIELDS:
+        special.update(k for k in HYBRID_FIELDS[model_type] if k in data)
     if family.window:
         special.update(k for k in WINDOW_FIELDS if k in data)
         if model_type == "gemma2" and "sliding_window_size" in data:
@@ -869,7 +953,8 @@ def _read_text(src: _Source, data: dict, library, model_type: str, prefix: str =
                 values[name] = _convert(raw, name, key, library, src)
             continue
         name = family.renames.get(key, key)
-        if key in NO_MEMORY_EFFECT and key not in family.renames:
+        if (key in NO_MEMORY_EFFECT or model_type in HYBRID_FIELDS and key in HYBRID_NO_EFFECT) \
+                and key not in family.renames:
             ignored.append(prefix + key)
             continue
         if name not in COMMON and name not in EXTRA and key not in family.renames:
@@ -899,6 +984,8 @@ def _read_text(src: _Source, data: dict, library, model_type: str, prefix: str =
         _read_chunks(data, values, src)
     if model_type == "falcon":
         _read_falcon_layout(data, values, src)
+    if model_type in HYBRID_FIELDS:
+        ignored += [prefix + k for k in _read_hybrid(model_type, data, values, given, src)]
     factor = _linear_rope_factor(src, data)
     if factor is not None:
         given["rope_linear_factor"] = (src, factor[0])
@@ -923,6 +1010,171 @@ def _read_text(src: _Source, data: dict, library, model_type: str, prefix: str =
             key = next((k for k, v in family.renames.items() if v == name), name)
             raise SourceError(f"{src.path}: missing field '{prefix}{key}'", hint=f"a {model_type} config.json names it")
     return values, given, ignored, unknown
+
+
+def _layer_kinds(src: _Source, data: dict, key: str, kinds: dict, layers: int | None) -> dict:
+    """How many layers of each kind a list of layer kinds (``key``) names, under the kinds'
+    library names (``kinds``: the config's spelling -> ours); a located error for another
+    spelling, or a list whose length is not ``layers`` (None: any length)."""
+    listed = data[key]
+    if not isinstance(listed, list) or any(k not in kinds for k in listed) \
+            or layers is not None and len(listed) != layers:
+        names = ", ".join(repr(k) for k in dict.fromkeys(kinds))
+        length = f" for each of the {layers} layers" if layers is not None else ""
+        raise src.error(DomainError, f"field '{key}' must list {names}{length}", key)
+    counts = dict.fromkeys(kinds.values(), 0)
+    for kind in listed:
+        counts[kinds[kind]] += 1
+    return counts
+
+
+#: Nemotron-H's hybrid_override_pattern letters and layers_block_type names
+#: (configuration_nemotron_h.py _pattern_to_list: M Mamba2, * attention, - MLP, E MoE)
+NEMOTRON_KINDS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe",
+                  "mamba": "mamba", "linear_attention": "mamba", "full_attention": "attention", "attention": "attention",
+                  "mlp": "mlp", "moe": "moe"}
+#: the SSM state dtypes a config may ask for (vLLM's mamba_ssm_cache_dtype choices)
+SSM_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "auto": "auto"}
+#: Granite 4.0-H's and Qwen3-Next's layer_types (PreTrainedConfig maps the legacy names)
+MIXER_KINDS = {"mamba": "linear", "linear_attention": "linear", "attention": "attention",
+               "full_attention": "attention"}
+
+
+def _read_hybrid(model_type: str, data: dict, values: dict, given: dict, src: _Source) -> list:
+    """The layer kinds of a hybrid config and the widths its fields set together, as
+    transformers' config classes derive them; returns the fields read that have no effect."""
+    no_effect = []
+
+    def whole(key, default, minimum=1):
+        return _whole(src, data, key, default, minimum)
+
+    def pin(name, value, key=None):
+        values[name] = sympy.Integer(value)
+        if key:
+            given[name] = (src, key)
+
+    if model_type == "nemotron_h":
+        # the pattern decides the layers; num_hidden_layers is its length (a property)
+        keys = [k for k in ("hybrid_override_pattern", "layers_block_type", "layer_types") if k in data]
+        if len(keys) > 1 and any(data[k] is not None for k in keys[1:]):
+            raise src.error(SourceError, f"fields '{keys[0]}' and '{keys[1]}' both set the layer kinds", keys[1],
+                            hint="keep one of them")
+        if not keys:
+            raise SourceError(f"{src.path}: missing field 'hybrid_override_pattern'",
+                              hint="a nemotron_h config.json names its layers by it or by layers_block_type")
+        key = keys[0]
+        raw = data[key]
+        if key == "hybrid_override_pattern":
+            if not isinstance(raw, str) or not raw or any(c not in "M*-E" for c in raw):
+                raise src.error(DomainError, "field 'hybrid_override_pattern' must be a string of M (Mamba2), "
+                                "* (attention), - (MLP) and E (MoE) layers", key)
+            raw = list(raw)
+        counts = _layer_kinds(src, {key: raw}, key, NEMOTRON_KINDS, None)
+        layers = sum(counts.values())
+        if "num_hidden_layers" in data and data["num_hidden_layers"] is not None \
+                and whole("num_hidden_layers", None) != layers:
+            raise src.error(DomainError, f"num_hidden_layers {_json_shown(data['num_hidden_layers'])} is not the "
+                            f"{layers} layers {key} lists", "num_hidden_layers", hint="transformers counts the list")
+        pin("num_hidden_layers", layers, key)
+        pin("linear_attention_layers", counts["mamba"], key)
+        pin("mixer_free_layers", counts["mlp"] + counts["moe"], key)
+        pin("ffn_free_layers", counts["mamba"] + counts["attention"], key)
+        pin("num_moe_layers", counts["moe"], key)
+        for name, default in (("num_experts", 8), ("num_experts_per_tok", 2), ("moe_intermediate_size", 7688),
+                              ("shared_expert_intermediate_size", 7688)):  # NemotronHConfig's defaults
+            values.setdefault(name, sympy.Integer(default))
+        # the shared expert is built whatever n_shared_experts says; biases and ties are fixed
+        # (mamba_proj_bias is never read: use_bias gives the Mamba2 projections their biases)
+        no_effect += [k for k in ("n_shared_experts", "attention_bias", "tie_word_embeddings", "expand",
+                                  "mamba_proj_bias") if k in data]
+        # vLLM keeps the SSM state in the dtype the config asks (model_executor/models/config.py,
+        # NemotronHForCausalLMConfig; transformers' NemotronHConfig defaults it to float32)
+        state = data.get("mamba_ssm_cache_dtype", "float32")
+        if state not in SSM_DTYPES:
+            raise src.error(DomainError, f"mamba_ssm_cache_dtype {_json_shown(state)} is not one of "
+                            + ", ".join(SSM_DTYPES), "mamba_ssm_cache_dtype")
+        values["mamba_ssm_dtype"] = SSM_DTYPES[state]
+        if "mamba_ssm_cache_dtype" in data:
+            given["mamba_ssm_dtype"] = (src, "mamba_ssm_cache_dtype")
+        if "num_attention_heads" not in values:
+            values["num_attention_heads"] = sympy.Integer(32)  # NemotronHConfig's default
+        if "num_key_value_heads" not in values:
+            values["num_key_value_heads"] = sympy.Integer(8)
+    elif model_type == "qwen3_next":
+        layers = int(values["num_hidden_layers"]) if "num_hidden_layers" in values else None
+        if layers is None:
+            return no_effect  # the missing field is reported by the caller
+        if data.get("layer_types") is not None:
+            counts = _layer_kinds(src, data, "layer_types", MIXER_KINDS, layers)
+            linear = counts["linear"]
+            if "full_attention_interval" in data:
+                no_effect.append("full_attention_interval")  # the list wins (configuration_qwen3_next.py)
+        else:
+            interval = whole("full_attention_interval", 4)
+            linear = layers - layers // interval
+        pin("linear_attention_layers", linear, "layer_types" if "layer_types" in data else None)
+        only = data.get("mlp_only_layers") or []
+        if not isinstance(only, list) or any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < layers
+                                             for i in only):
+            raise src.error(DomainError, f"field 'mlp_only_layers' must list layer numbers below {layers}",
+                            "mlp_only_layers")
+        step = int(values.get("moe_layer_step", 1))
+        if "num_experts" in values and int(values["num_experts"]) > 0:
+            # Qwen3NextDecoderLayer: experts where i is not in mlp_only_layers and (i + 1) % step == 0
+            pin("num_moe_layers", sum(1 for i in range(layers) if i not in set(only) and (i + 1) % step == 0),
+                "mlp_only_layers" if only else None)
+        elif "num_experts" not in values:
+            values["num_experts"] = sympy.Integer(512)  # Qwen3NextConfig's default
+            pin("num_moe_layers", sum(1 for i in range(layers) if i not in set(only) and (i + 1) % step == 0))
+        values.setdefault("num_experts_per_tok", sympy.Integer(10))
+        values.setdefault("moe_intermediate_size", sympy.Integer(512))
+        values.setdefault("shared_expert_intermediate_size", sympy.Integer(512))
+    elif model_type == "granitemoehybrid":
+        layers = int(values["num_hidden_layers"]) if "num_hidden_layers" in values else None
+        hidden = int(values["hidden_size"]) if "hidden_size" in values else None
+        if layers is None or hidden is None:
+            return no_effect
+        keys = [k for k in ("layer_types", "layers_block_type") if data.get(k) is not None]
+        if len(keys) > 1:
+            raise src.error(SourceError, "fields 'layer_types' and 'layers_block_type' both set the layer kinds",
+                            keys[1], hint="keep one of them")
+        linear = _layer_kinds(src, data, keys[0], MIXER_KINDS, layers)["linear"] if keys else layers
+        pin("linear_attention_layers", linear, keys[0] if keys else None)
+        expand = data.get("mamba_expand", 2)
+        if isinstance(expand, bool) or not isinstance(expand, (int, Fraction)) or expand <= 0:
+            raise src.error(DomainError, f"field 'mamba_expand' must be a number above 0, not {_json_shown(expand)}",
+                            "mamba_expand")
+        inner = int(expand * hidden)  # int(mamba_expand * hidden_size)
+        heads = int(values.get("mamba_num_heads", 128))
+        head = data.get("mamba_d_head", 64)
+        head = inner // heads if head == "auto" else whole("mamba_d_head", 64)
+        pin("mamba_head_dim", head, "mamba_d_head" if "mamba_d_head" in data else None)
+        pin("mamba_intermediate_size", inner, "mamba_expand" if "mamba_expand" in data else None)
+        shared = whole("shared_intermediate_size", 1024, minimum=0)
+        width = whole("intermediate_size", 11008)
+        if int(values.get("num_experts", 8)) > 0:
+            pin("moe_intermediate_size", width, "intermediate_size" if "intermediate_size" in data else None)
+            pin("shared_expert_intermediate_size", shared,
+                "shared_intermediate_size" if "shared_intermediate_size" in data else None)
+            pin("intermediate_size", width)  # no dense layers: read for the library's required input
+        else:  # no experts: the shared MLP is each layer's dense MLP
+            pin("intermediate_size", shared, "shared_intermediate_size" if "shared_intermediate_size" in data else None)
+            if "intermediate_size" in data:
+                no_effect.append("intermediate_size")
+    elif model_type == "mamba2":
+        hidden = int(values["hidden_size"])
+        expand = data.get("expand", 2)
+        if isinstance(expand, bool) or not isinstance(expand, (int, Fraction)) or expand <= 0:
+            raise src.error(DomainError, f"field 'expand' must be a number above 0, not {_json_shown(expand)}",
+                            "expand")
+        pin("mamba_intermediate_size", int(expand * hidden), "expand" if "expand" in data else None)
+        layers = int(values["num_hidden_layers"])
+        pin("linear_attention_layers", layers)
+        pin("ffn_free_layers", layers)
+        # no attention and no MLP: their sizes are never used, given for the library's required inputs
+        values.setdefault("num_attention_heads", values.get("mamba_num_heads", sympy.Integer(128)))
+        values.setdefault("intermediate_size", values["hidden_size"])
+    return no_effect
 
 
 #: Falcon's fields that choose its attention and norm layout (configuration_falcon.py defaults)

@@ -51,7 +51,9 @@ ENGINES = {
                 ("max_num_seqs", "max_num_seqs"), ("max_num_batched_tokens", "max_num_batched_tokens"),
                 ("block_size", "block_size")),
         extra=("block_size", "total_gpu_memory", "profile_forward_peak", "profile_sampler_peak",
-               "kv_layer_token_bytes", "startup_free_gpu_memory", "max_gpu_memory_utilization"),
+               "kv_layer_token_bytes", "startup_free_gpu_memory", "max_gpu_memory_utilization",
+               "vllm_block_size", "stage_linear_layers", "linear_state_bytes", "state_page_padding",
+               "kv_cache_groups", "kv_layers_per_stage"),
         advice="vLLM refuses to start (lower max_model_len, raise gpu_memory_utilization or tp)",
         startup=("requested_memory", "startup_free_gpu_memory", "max_gpu_memory_utilization")),
     # SGLang's "GB" is GiB
@@ -135,6 +137,13 @@ class Serving:
             shown = f"{float(value):,.2f}x" if name == engine.concurrency else scaled(value, 1, 0)
             table.add_row(label, shown, "", "", f"{name} = {self.formulas.get(name, '')}")
         console.print(table)
+        if r.get("stage_linear_layers"):  # a hybrid: the attention block holds one recurrent state
+            state = (f"linear-attention layers: {r['stage_linear_layers']}, each keeping "
+                     f"{scaled(r['linear_state_bytes'], 1, 0)} bytes of state per request; ")
+            console.print(state + (f"attention block size {scaled(r['vllm_block_size'], 1, 0)} tokens, the state's "
+                                   f"page padded by {100 * float(r['state_page_padding']):.2f}%; "
+                                   if r["kv_layers_per_stage"] else "no attention layers: a block is one request's "
+                                   "state; ") + f"{r['kv_cache_groups']} KV cache groups")
         console.print(f"GPU KV cache size: {scaled(r[engine.tokens], 1, 0)} tokens; maximum concurrency for "
                       f"{scaled(v['seq_len'], 1, 0)} tokens per request: {float(r[engine.concurrency]):.2f}x")
         if not self.starts:
@@ -172,6 +181,9 @@ def serving_scenario(scenario: Scenario, engine: str = "vllm", explicit=frozense
     if scenario.values.get("mode") == "train" and "mode" in explicit:
         raise UsageError("memform serve models inference: mode=train does not apply",
                          hint="drop --set mode=train, or use 'memform estimate' for training")
+    if engine != "vllm" and scenario.evaluate("linear_attention_layers") > 0:
+        raise UsageError(f"--engine {engine}: the recurrent state of linear-attention (Mamba2, gated DeltaNet) "
+                         "layers is modelled for vLLM only so far", hint="memform serve MODEL --engine vllm")
     values = {"mode": "infer", "serving_engine": engine}
     if "seq_len" not in explicit:
         values["seq_len"] = scenario.evaluate("max_position_embeddings")

@@ -125,6 +125,24 @@ META_ONLY = (
     # llava-hf/llava-v1.6-mistral-7b-hf as the Hub's blame page shows it (its indentation restored
     # as transformers writes a config: 1,284 bytes, the page's file size; docs/research/llava.md)
     "llava-v1.6-mistral-7b-hf",
+    # nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4 @ 6efb4a2a as a C++ test header transcribes its
+    # config.json "verbatim" (search index id 70608027248; docs/research/hybrid-state.md sec. 4.2),
+    # the NVFP4 quantization_config left out; published "31.6 billion total parameters"
+    # (https://replicate.com/nvidia/nemotron-3-nano-30b-a3b/readme): no exact count
+    "nemotron-3-nano-30b-a3b",
+    # ASSEMBLED: Qwen/Qwen3-Next-80B-A3B-Instruct's fields (QWEN3_NEXT_80B, search id 56040672971)
+    # laid out as the sister release RedHatAI/Qwen3-Coder-Next-NVFP4 @ 27a8f16f's config.json
+    # (transcribed, id 70175107227) without its quantization_config; the model card says "80B in
+    # total" (docs/research/hybrid-state.md sec. 4.3)
+    "qwen3-next-80b-a3b-instruct",
+    # ASSEMBLED: ibm-granite/granite-4.0-h-tiny's fields as a third-party fixture lists them
+    # (GRANITE_H_TINY_HF, docs/research/hybrid-state.md sec. 4.4) in a granitemoehybrid config's
+    # layout; llama.cpp prints "model params = 6.94 B" for it (koboldcpp issue 1781)
+    "granite-4.0-h-tiny",
+    # state-spaces/mamba2-780m in transformers' layout as a loader's test quotes "the real
+    # checkpoint's declaration, verbatim where it matters" (search id 60432393774); its
+    # time_step_limit's Infinity as json.dumps writes it
+    "mamba2-780m",
 )
 
 
@@ -155,7 +173,11 @@ def test_config_parameter_count(lib, name):
                                           ("qwen2.5-vl-7b-instruct", "qwen2.5-vl-7b"),
                                           ("qwen2-vl-7b-instruct", "qwen2-vl-7b"),
                                           ("llava-1.5-7b-hf", "llava-1.5-7b"),
-                                          ("llava-v1.6-mistral-7b-hf", "llava-v1.6-mistral-7b")])
+                                          ("llava-v1.6-mistral-7b-hf", "llava-v1.6-mistral-7b"),
+                                          ("nemotron-3-nano-30b-a3b", "nemotron-3-nano-30b-a3b"),
+                                          ("qwen3-next-80b-a3b-instruct", "qwen3-next-80b-a3b"),
+                                          ("granite-4.0-h-tiny", "granite-4.0-h-tiny"),
+                                          ("mamba2-780m", "mamba2-780m")])
 def test_config_and_preset_agree(lib, name, preset):
     values = {"micro_batch": 2, "seq_len": 1024, "dropout": 0}
     from_config = scenario(lib, name, **values)

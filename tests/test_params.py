@@ -85,6 +85,16 @@ PUBLISHED = {
     "llava-1.5-7b": 7_063_427_072,
     "command-a-03-2025": 111_057_580_032,
     "command-r-08-2024": 32_296_476_672,
+    # hybrids: transformers' model built on the meta device (tests/test_hfconfig.py from
+    # tests/configs, tests/test_hybrid.py for Nemotron-Nano-9B-v2's fields), the router correction
+    # biases (buffers) included; published only as "31.6 billion total parameters" (Nemotron 3
+    # Nano, replicate.com/nvidia/nemotron-3-nano-30b-a3b), "80B in total" (Qwen3-Next's model
+    # card), "6.94 B" (llama.cpp's print for Granite 4.0 H Tiny, koboldcpp issue 1781)
+    "nemotron-3-nano-30b-a3b": 31_577_940_288,
+    "nemotron-nano-9b-v2": 8_888_227_328,
+    "qwen3-next-80b-a3b": 79_674_391_296,
+    "granite-4.0-h-tiny": 6_939_037_248,
+    "mamba2-780m": 780_161_280,
 }
 
 ACTIVE = {  # parameters a token passes through

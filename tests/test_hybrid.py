@@ -1,0 +1,208 @@
+"""Hybrid models: linear-attention (Mamba2, gated DeltaNet) layers beside attention.
+
+Parameters are held to transformers' model built on the meta device (test_hfconfig's
+meta_counts), the serving state and vLLM's block arithmetic to published startup logs and to
+the state sizes vLLM's shape calculators give (worked by hand in docs/research/hybrid-state.md),
+the training activations to the saved tensors read from the kernels' sources
+(docs/research/hybrid-activations.md).
+"""
+import json
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from engine.errors import EngineError
+from engine.hfconfig import read_config
+from engine.model import Scenario
+from test_hfconfig import meta_counts
+
+CONFIGS = Path(__file__).parent / "configs"
+GiB = 2**30
+
+
+def config_scenario(lib, name, **values):
+    config = read_config(CONFIGS / f"{name}.json", lib)
+    assert config.unknown == ()
+    return Scenario.create(lib, None, values={**config.values, **values})
+
+
+def variant(tmp_path, name, **changes):
+    data = json.loads((CONFIGS / f"{name}.json").read_text())
+    data.update(changes)
+    for key in [k for k, v in changes.items() if v is ...]:
+        del data[key]
+    return json.dumps(data)
+
+
+def counts_of(lib, text, tmp_path):
+    path = tmp_path / "variant.json"
+    path.write_text(text)
+    s = Scenario.create(lib, None, values=read_config(path, lib).values)
+    return s.evaluate("n_params"), s.evaluate("param_tensors")
+
+
+# ---------------------------------------------------------------- layer kinds and parameters
+def test_layer_kinds_follow_the_pattern(lib):
+    pattern = json.loads((CONFIGS / "nemotron-3-nano-30b-a3b.json").read_text())["hybrid_override_pattern"]
+    s = config_scenario(lib, "nemotron-3-nano-30b-a3b")
+    assert s.evaluate("num_hidden_layers") == len(pattern) == 52
+    assert s.evaluate("linear_attention_layers") == pattern.count("M") == 23
+    assert s.evaluate("attention_layers") == pattern.count("*") == 6
+    assert s.evaluate("num_moe_layers") == pattern.count("E") == 23
+    assert s.evaluate("num_dense_layers") == pattern.count("-") == 0
+    q = config_scenario(lib, "qwen3-next-80b-a3b-instruct")
+    # full_attention_interval 4: layers 3, 7, ... 47 attend, the other 36 are gated DeltaNet layers
+    assert (q.evaluate("attention_layers"), q.evaluate("linear_attention_layers")) == (12, 36)
+
+
+@pytest.mark.parametrize("name, changes", [
+    # Qwen3-Next: dense layers where mlp_only_layers says and between MoE layers
+    ("qwen3-next-80b-a3b-instruct", {"mlp_only_layers": [0, 5], "decoder_sparse_step": 2, "num_hidden_layers": 8,
+                                     "layer_types": ...}),
+    ("qwen3-next-80b-a3b-instruct", {"num_hidden_layers": 6, "full_attention_interval": 3, "layer_types": ...}),
+    # Nemotron-H: squared-ReLU MLP blocks, Mamba2 projections with biases (use_bias), no conv bias
+    ("nemotron-3-nano-30b-a3b", {"hybrid_override_pattern": "M-M*E-", "num_hidden_layers": 6, "use_bias": True,
+                                 "use_conv_bias": False}),
+    # Granite 4.0-H without experts: the shared MLP is each layer's dense MLP; mamba_d_head auto
+    ("granite-4.0-h-tiny", {"num_local_experts": 0, "num_hidden_layers": 4, "mamba_d_head": "auto",
+                            "layer_types": ["mamba", "attention", "mamba", "mamba"], "attention_bias": True}),
+    # Mamba2 with projection biases and an untied head
+    ("mamba2-780m", {"use_bias": True, "tie_word_embeddings": False, "num_hidden_layers": 3, "n_groups": 4}),
+])
+def test_variants_agree_with_transformers(lib, tmp_path, name, changes):
+    text = variant(tmp_path, name, **changes)
+    assert counts_of(lib, text, tmp_path) == meta_counts(text, tmp_path)
+
+
+def test_nemotron_nano_9b_preset_agrees_with_transformers(lib, tmp_path):
+    # NVIDIA-Nemotron-Nano-9B-v2's fields as third-party copies of its config.json give them
+    # (search ids 58509742523, 52050998251; docs/research/hybrid-state.md sec. 4.1)
+    config = {"model_type": "nemotron_h", "architectures": ["NemotronHForCausalLM"], "vocab_size": 131072,
+              "hidden_size": 4480, "intermediate_size": 15680, "num_attention_heads": 40,
+              "num_key_value_heads": 8, "head_dim": 128, "mamba_num_heads": 128, "mamba_head_dim": 80,
+              "n_groups": 8, "ssm_state_size": 128, "conv_kernel": 4, "tie_word_embeddings": False,
+              "hybrid_override_pattern": "M-M-M-MM-M-M-M*-M-M-M*-M-M-M-M*-M-M-M-M*-M-MM-M-M-M-M-M-"}
+    text = json.dumps(config)
+    preset = Scenario.create(lib, "nemotron-nano-9b-v2")
+    assert (preset.evaluate("n_params"), preset.evaluate("param_tensors")) == meta_counts(text, tmp_path)
+    assert counts_of(lib, text, tmp_path) == meta_counts(text, tmp_path)
+
+
+def test_tensor_counts_by_hand(lib):
+    # Qwen3-Next: 36 DeltaNet layers (in_proj_qkvz, in_proj_ba, conv1d, dt_bias, A_log, norm,
+    # out_proj) and 12 attention layers (q, k, v, o, q_norm, k_norm); in each layer two norms and the
+    # MoE block (stacked experts 2, router, shared expert 3 and its gate); embedding, final norm, head
+    assert config_scenario(lib, "qwen3-next-80b-a3b-instruct").evaluate("param_tensors") == \
+        36 * 7 + 12 * 6 + 48 * (2 + 2 + 1 + 3 + 1) + 3
+    # Nemotron 3 Nano: 23 Mamba2 mixers with a conv bias (8), 6 attention (4), 23 MoE blocks (stacked
+    # up and down, router and its correction bias, shared up and down: 6), one norm per block, three
+    assert config_scenario(lib, "nemotron-3-nano-30b-a3b").evaluate("param_tensors") == \
+        23 * 8 + 6 * 4 + 23 * 6 + 52 + 3
+
+
+def test_a_pattern_that_disagrees_with_the_layer_count_is_refused(lib, tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(variant(tmp_path, "nemotron-3-nano-30b-a3b", num_hidden_layers=50))
+    with pytest.raises(EngineError, match="not the 52 layers"):
+        read_config(path, lib)
+    path.write_text(variant(tmp_path, "nemotron-3-nano-30b-a3b", hybrid_override_pattern="MEX*"))
+    with pytest.raises(EngineError, match="string of M"):
+        read_config(path, lib)
+
+
+# ---------------------------------------------------------------- the state a sequence keeps
+def test_recurrent_state_per_sequence(lib):
+    # vLLM v0.19 mamba2_state_shape: conv (K - 1, I + 2 G N), temporal (heads, head_dim, N);
+    # Nemotron-Nano-9B-v2 in bf16: 3 x 12,288 x 2 + 128 x 80 x 128 x 2 = 2,695,168 B per layer,
+    # x 27 layers = 72,769,536 B (~69.4 MiB: NVIDIA's "~70 MiB of constant Mamba state per
+    # sequence", NVIDIA-AI-Blueprints/video-search-and-summarization PR 1649)
+    s = Scenario.create(lib, "nemotron-nano-9b-v2", values={"mamba_ssm_dtype": "bf16", "mode": "infer"})
+    assert s.evaluate("linear_state_bytes") == 2_695_168
+    assert s.evaluate("stage_linear_layers") * s.evaluate("linear_state_bytes") == 72_769_536
+    # with the fp32 SSM state transformers' NemotronHConfig asks by default: 5,316,608 B
+    assert Scenario.create(lib, "nemotron-nano-9b-v2").evaluate("linear_state_bytes") == 5_316_608
+    # gated_delta_net_state_shape, Qwen3-Next at tp 2: 3 x 8192 / 2 x 2 + 16 x 128 x 128 x 2 = 548,864
+    assert Scenario.create(lib, "qwen3-next-80b-a3b", values={"tp": 2}).evaluate("linear_state_bytes") == 548_864
+    # extra_groups_for_head_shards: one group over tp = 2 is laid out twice
+    one_group = Scenario.create(lib, "granite-4.0-h-tiny", values={"tp": 2})
+    assert one_group.evaluate("linear_state_bytes") == 3 * (3072 + 2 * 2 * 128) // 2 * 2 + 48 * 64 * 128 // 2 * 2
+
+
+def test_an_inference_estimate_keeps_every_sequences_state(lib):
+    s = Scenario.create(lib, "nemotron-nano-9b-v2", values={"mamba_ssm_dtype": "bf16", "mode": "infer",
+                                                            "micro_batch": 3, "seq_len": 1000})
+    # the 4 attention layers' K and V (2 x 8 heads x 128 x 2 B per token) in the blocks of 672
+    # tokens vLLM makes for this model (1,000 tokens take 1,344), and 3 sequences' states of 72,769,536 B
+    assert s.evaluate("kv_cache") == 4 * 2 * 8 * 128 * 2 * 3 * 1344 + 3 * 72_769_536
+
+
+# ---------------------------------------------------------------- vLLM's blocks for a hybrid
+def test_vllm_qwen3_next_reproduces_its_log(lib):
+    # Qwen3-Next-80B-A3B-Instruct, vLLM 0.10.2, 2 x H200, tp 2, max_model_len 262144 (search index
+    # id 7292846353; docs/research/hybrid-state.md sec. 3, row A):
+    #   "Setting attention block size to 544 tokens ..." / "Padding mamba page size by 1.49% ..."
+    #   "Available KV cache memory: 44.59 GiB" / "GPU KV cache size: 973,760 tokens"
+    #   "Maximum concurrency for 262,144 tokens per request: 14.77x"
+    s = config_scenario(lib, "qwen3-next-80b-a3b-instruct", tp=2, mode="infer", seq_len=262_144)
+    assert s.evaluate("vllm_block_size") == 544
+    assert round(float(100 * s.evaluate("state_page_padding")), 2) == 1.49
+    assert s.evaluate("kv_page_bytes") == 544 * 2 * 1 * 256 * 2  # one KV head per rank, bf16
+    assert s.evaluate("kv_cache_groups") == 4  # 12 attention layers, 36 DeltaNet layers in 3 groups
+    block = s.evaluate("kv_block_bytes")
+    # vLLM's arithmetic on the logged memory: blocks = memory // page // group size; tokens per
+    # group share; concurrency = blocks / blocks a request takes
+    for logged in (Fraction(4459, 100), Fraction(44594, 1000)):  # the logged 44.59 GiB
+        blocks = int(logged * GiB // block)
+        assert blocks // s.evaluate("kv_cache_groups") * s.evaluate("vllm_block_size") == 973_760
+        assert round(blocks / int(s.evaluate("request_blocks")), 2) == 14.77
+
+
+@pytest.mark.parametrize("preset, values, block, padding", [
+    # Nemotron 3 Nano 30B-A3B with an fp8 KV cache and the fp32 SSM state its config asks:
+    # "Setting attention block size to 4176 tokens" / "Padding mamba page size by 0.19%" (vLLM
+    # 0.19.0, Nemotron-Cascade-2-30B-A3B-NVFP4, search id 51961570119; and "4176 tokens" for
+    # NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4, id 56927173227)
+    ("nemotron-3-nano-30b-a3b", {"kv_dtype": "fp8_e4m3"}, 4176, 0.19),
+    # Nemotron-Nano-9B-v2 with its SSM state in 16 bits: "672 tokens for
+    # nvidia/NVIDIA-Nemotron-Nano-9B-v2" (https://github.com/vllm-project/vllm/issues/24280)
+    ("nemotron-nano-9b-v2", {"mamba_ssm_dtype": "bf16"}, 672, None),
+])
+def test_vllm_attention_block_size(lib, preset, values, block, padding):
+    s = Scenario.create(lib, preset, values={"mode": "infer", **values})
+    assert s.evaluate("vllm_block_size") == block
+    if padding is not None:
+        assert round(float(100 * s.evaluate("state_page_padding")), 2) == padding
+
+
+def test_vllm_groups_and_request_blocks(lib):
+    # Nemotron-Nano-9B-v2: 4 attention and 27 Mamba2 layers: groups of 4, 1 + 7 groups; a request
+    # of 131072 tokens takes 196 blocks of 672 in the attention group and one state in each of 7
+    s = Scenario.create(lib, "nemotron-nano-9b-v2", values={"mamba_ssm_dtype": "bf16", "mode": "infer",
+                                                            "seq_len": 131_072})
+    assert (s.evaluate("kv_group_size"), s.evaluate("kv_cache_groups")) == (4, 8)
+    assert s.evaluate("request_blocks") == 196 + 7
+    # a model without attention: one state per request, a block of max_model_len tokens
+    m = Scenario.create(lib, "mamba2-780m", values={"mode": "infer", "seq_len": 2048})
+    assert (m.evaluate("vllm_block_size"), m.evaluate("request_blocks")) == (2048, 1)
+    assert m.evaluate("kv_block_bytes") == 48 * (3 * (3072 + 2 * 128) * 2 + 48 * 64 * 128 * 2)
+
+
+def test_other_engines_refuse_a_hybrid(tmp_path):
+    from engine.cli import main
+    assert main(["serve", "qwen3-next-80b-a3b", "--engine", "sglang", "--gpu", "h200-141g"]) == 2
+
+
+# ---------------------------------------------------------------- training activations
+def test_linear_mixer_saved_tensors(lib):
+    # docs/research/hybrid-activations.md sec. 5, per token per layer in bf16, with the block's
+    # pre-norm: Qwen3-Next's DeltaNet 2H + 8Kd + 22Vd + 8Nk + 18Nv + 2 x 64 Nv, and 8H + 4 for its
+    # norm (H 2048, Kd 2048, Vd 4096, Nk 16, Nv 32)
+    q = config_scenario(lib, "qwen3-next-80b-a3b-instruct", precision="bf16", stack="hf", seq_len=1)
+    H, Kd, Vd, Nk, Nv = 2048, 2048, 4096, 16, 32
+    assert q.evaluate("architecture_linear_mixer") == 2 * H + 8 * Kd + 22 * Vd + 8 * Nk + 18 * Nv + 128 * Nv + 8 * H + 4
+    # mamba_ssm's fused Mamba2: 2H + 6I + 4GN + 2Hh + 4G, and 8H + 4 for NemotronH's norm (H 2688,
+    # I 4096, G 8, N 128, Hh 64)
+    n = config_scenario(lib, "nemotron-3-nano-30b-a3b", precision="bf16", stack="hf", seq_len=1)
+    H, I, G, N, Hh = 2688, 4096, 8, 128, 64
+    assert n.evaluate("architecture_linear_mixer") == 2 * H + 6 * I + 4 * G * N + 2 * Hh + 4 * G + 8 * H + 4

@@ -73,7 +73,7 @@ NO_MEMORY_EFFECT = {
 #: fields every family shares, under the library's own names
 COMMON = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
           "head_dim", "intermediate_size", "vocab_size", "max_position_embeddings",
-          "tie_word_embeddings", "mlp_bias")
+          "tie_word_embeddings", "mlp_bias", "partial_rotary_factor")
 REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
 
 
@@ -305,7 +305,7 @@ HYBRID_FIELDS = {
 HYBRID_NO_EFFECT = {"mamba_hidden_act", "time_step_min", "time_step_max", "time_step_floor", "time_step_limit",
                     "time_step_rank", "rescale_prenorm_residual", "residual_in_fp32", "chunk_size",
                     "mamba_chunk_size", "num_logits_to_keep", "use_mamba_kernels", "mamba_ssm_cache_dtype",
-                    "partial_rotary_factor", "position_embedding_type", "norm_eps", "hidden_dropout",
+                    "position_embedding_type", "norm_eps", "hidden_dropout",
                     "mlp_hidden_act", "moe_latent_size", "mamba_step_size", "layer_norm_epsilon", "rope_type",
                     "mamba_dt_rank", "init_std", "emb_init_std", "init_method", "normalization_function",
                     "rms_norm", "time_step_limit"}

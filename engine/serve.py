@@ -67,7 +67,8 @@ ENGINES = {
         tokens="max_total_num_tokens", concurrency="sglang_max_concurrency",
         header=(("context_len", "seq_len"), ("mem_fraction_static", "mem_fraction_static"),
                 ("page_size", "page_size")),
-        extra=("page_size", "total_gpu_memory", "chunked_prefill_size", "cuda_graph_max_bs"),
+        extra=("page_size", "total_gpu_memory", "chunked_prefill_size", "cuda_graph_max_bs", "stage_linear_layers",
+               "sglang_rest_memory", "sglang_state_per_request", "max_mamba_cache_size", "sglang_state_memory"),
         advice="lower context_len, raise mem_fraction_static or tp"),
     # TensorRT-LLM's PyTorch backend (trtllm-serve, LLM(...)); its logs print GiB
     "trtllm": Engine(
@@ -137,7 +138,13 @@ class Serving:
             shown = f"{float(value):,.2f}x" if name == engine.concurrency else scaled(value, 1, 0)
             table.add_row(label, shown, "", "", f"{name} = {self.formulas.get(name, '')}")
         console.print(table)
-        if r.get("stage_linear_layers"):  # a hybrid: the attention block holds one recurrent state
+        if r.get("stage_linear_layers") and self.engine == "sglang":
+            console.print(f"linear-attention layers: {r['stage_linear_layers']}; their state pool ('Mamba Cache is "
+                          f"allocated') holds {scaled(r['max_mamba_cache_size'], 1, 0)} requests' states of "
+                          f"{scaled(r['sglang_state_per_request'], 1, 0)} bytes, {gib(r['sglang_state_memory'])} GiB "
+                          f"of the {gib(r['sglang_rest_memory'])} GiB after the weights; at most "
+                          f"{scaled(r['max_mamba_cache_size'] // 3, 1, 0)} running requests")
+        elif r.get("stage_linear_layers"):  # a hybrid: the attention block holds one recurrent state
             state = (f"linear-attention layers: {r['stage_linear_layers']}, each keeping "
                      f"{scaled(r['linear_state_bytes'], 1, 0)} bytes of state per request; ")
             console.print(state + (f"attention block size {scaled(r['vllm_block_size'], 1, 0)} tokens, the state's "
@@ -181,9 +188,13 @@ def serving_scenario(scenario: Scenario, engine: str = "vllm", explicit=frozense
     if scenario.values.get("mode") == "train" and "mode" in explicit:
         raise UsageError("memform serve models inference: mode=train does not apply",
                          hint="drop --set mode=train, or use 'memform estimate' for training")
-    if engine != "vllm" and scenario.evaluate("linear_attention_layers") > 0:
+    if engine == "trtllm" and scenario.evaluate("linear_attention_layers") > 0:
         raise UsageError(f"--engine {engine}: the recurrent state of linear-attention (Mamba2, gated DeltaNet) "
-                         "layers is modelled for vLLM only so far", hint="memform serve MODEL --engine vllm")
+                         "layers is modelled for vLLM and SGLang only so far",
+                         hint="memform serve MODEL --engine vllm|sglang")
+    if engine == "sglang" and scenario.evaluate("attention_layers") == 0:
+        raise UsageError("--engine sglang: a model without attention layers has no KV pool to size",
+                         hint="memform serve MODEL --engine vllm")
     values = {"mode": "infer", "serving_engine": engine}
     if "seq_len" not in explicit:
         values["seq_len"] = scenario.evaluate("max_position_embeddings")

@@ -145,6 +145,10 @@ def test_vllm_qwen3_next_reproduces_its_log(lib):
     #   "Available KV cache memory: 44.59 GiB" / "GPU KV cache size: 973,760 tokens"
     #   "Maximum concurrency for 262,144 tokens per request: 14.77x"
     s = config_scenario(lib, "qwen3-next-80b-a3b-instruct", tp=2, mode="infer", seq_len=262_144)
+    # "Model loading took 74.2812 GiB": half of the 79,674,391,296 parameters in bf16, the routers
+    # and norms whole on both ranks, the rotary table a quarter of a head wide (partial_rotary_factor
+    # 0.25); 74.28097 GiB, 0.25 MB short of the log
+    assert abs(s.evaluate("model_memory") / GiB - Fraction(742812, 10000)) < Fraction(5, 10000)
     assert s.evaluate("vllm_block_size") == 544
     assert round(float(100 * s.evaluate("state_page_padding")), 2) == 1.49
     assert s.evaluate("kv_page_bytes") == 544 * 2 * 1 * 256 * 2  # one KV head per rank, bf16
@@ -188,9 +192,28 @@ def test_vllm_groups_and_request_blocks(lib):
     assert m.evaluate("kv_block_bytes") == 48 * (3 * (3072 + 2 * 128) * 2 + 48 * 64 * 128 * 2)
 
 
-def test_other_engines_refuse_a_hybrid(tmp_path):
+def test_sglang_gives_the_states_a_pool_of_their_own(lib):
+    # SGLang 0.5.8 (docs/research/hybrid-state.md sec. 2.4): mamba_cache_per_req = the rank's
+    # linear layers x (conv numel x 2 (bf16) + SSM numel x 4 (float32 by default)); Qwen3-Next at
+    # tp 2: 36 x (3 x 8192 / 2 x 2 + 32 / 2 x 128 x 128 x 4) = 38,633,472 bytes; the pool gets
+    # 0.9 / 1.9 of the budget after the weights in whole requests' states, the KV pool the rest in
+    # cells of the 12 attention layers' K and V (12 x 2 x 1 x 256 x 2 bytes per token)
+    from engine.serve import serve
+    s = Scenario.create(lib, "qwen3-next-80b-a3b", "h200-141g", values={"tp": 2})
+    r = serve(s, engine="sglang", formulas=False).rules
+    assert r["sglang_state_per_request"] == 38_633_472
+    rest = r["sglang_rest_memory"]
+    states = int(rest * Fraction(9, 19) // 38_633_472)
+    assert r["max_mamba_cache_size"] == states
+    assert r["max_total_num_tokens"] == int((rest - states * 38_633_472) // (12 * 2 * 256 * 2))
+    # running requests: at most a third of the states (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO)
+    assert r["sglang_max_concurrency"] == min(r["max_total_num_tokens"] / 262_144, states // 3)
+
+
+def test_engines_without_a_hybrid_model_refuse_one(tmp_path):
     from engine.cli import main
-    assert main(["serve", "qwen3-next-80b-a3b", "--engine", "sglang", "--gpu", "h200-141g"]) == 2
+    assert main(["serve", "qwen3-next-80b-a3b", "--engine", "trtllm", "--gpu", "h200-141g"]) == 2
+    assert main(["serve", "mamba2-780m", "--engine", "sglang", "--gpu", "l4"]) == 2
 
 
 # ---------------------------------------------------------------- training activations

@@ -428,8 +428,11 @@ def test_vllm_keeps_mxfp4_experts_in_the_triton_layout(lib):
     layer = 32 * (1472 * 2944 + 768 * 2880 + 3072 * 90 + 3072 * 46 + 2944 * 90 + 2880 * 46) + 32 * (2944 + 2880) * 4
     assert layer == 236_285_952
     # everything else in bf16 split over the two ranks: 20,914,757,184 parameters less the
-    # experts' 24 x 32 x (3 x 2880 x 2880 + 2 x 2880 + 2880) with their biases
-    rest = (20_914_757_184 - 24 * 32 * (3 * 2880 * 2880 + 3 * 2880)) * 2 // 2
+    # experts' 24 x 32 x (3 x 2880 x 2880 + 2 x 2880 + 2880) with their biases; the routers
+    # (GateLinear, a ReplicatedLinear: 32 x 2880 and 32 biases per layer) and the 49 RMSNorms of
+    # 2880 whole on each rank
+    replicated = 24 * (32 * 2880 + 32) + 49 * 2880
+    rest = (20_914_757_184 - 24 * 32 * (3 * 2880 * 2880 + 3 * 2880)) * 2 // 2 + replicated * 2 // 2
     s = Scenario.create(lib, "gpt-oss-20b", "h100-80g",
                         values={"seq_len": 8192, "tp": 2, "weight_dtype": "mxfp4", "quant_scope": "experts"})
     r = serve(s, formulas=False, explicit={"seq_len", "tp", "weight_dtype", "quant_scope"}).rules

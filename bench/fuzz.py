@@ -1035,6 +1035,11 @@ def gen_config(rng, ctx) -> dict:
                            # Falcon's key-value heads are num_kv_heads (with multi_query and
                            # new_decoder_architecture): transformers never reads num_key_value_heads
                            and not (family == "falcon" and k == "num_key_value_heads")
+                           # Mamba2's head_dim is its SSM heads' width (mamba_head_dim), not an
+                           # attention head's; Granite 4.0-H without experts builds its dense MLP
+                           # shared_intermediate_size wide, never reading intermediate_size
+                           and not (family == "mamba2" and k == "head_dim")
+                           and not (family == "granitemoehybrid" and k == "intermediate_size")
                            and isinstance(v, (int, Raw)) and not isinstance(v, bool)}
     r = rng.random()
     gpu = ["--gpu", rng.choice(ctx.gpus)] if rng.random() < 0.3 else []

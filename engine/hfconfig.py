@@ -1017,7 +1017,7 @@ def _layer_kinds(src: _Source, data: dict, key: str, kinds: dict, layers: int | 
     library names (``kinds``: the config's spelling -> ours); a located error for another
     spelling, or a list whose length is not ``layers`` (None: any length)."""
     listed = data[key]
-    if not isinstance(listed, list) or any(k not in kinds for k in listed) \
+    if not isinstance(listed, list) or any(not isinstance(k, str) or k not in kinds for k in listed) \
             or layers is not None and len(listed) != layers:
         names = ", ".join(repr(k) for k in dict.fromkeys(kinds))
         length = f" for each of the {layers} layers" if layers is not None else ""
@@ -1090,7 +1090,7 @@ def _read_hybrid(model_type: str, data: dict, values: dict, given: dict, src: _S
         # vLLM keeps the SSM state in the dtype the config asks (model_executor/models/config.py,
         # NemotronHForCausalLMConfig; transformers' NemotronHConfig defaults it to float32)
         state = data.get("mamba_ssm_cache_dtype", "float32")
-        if state not in SSM_DTYPES:
+        if not isinstance(state, str) or state not in SSM_DTYPES:
             raise src.error(DomainError, f"mamba_ssm_cache_dtype {_json_shown(state)} is not one of "
                             + ", ".join(SSM_DTYPES), "mamba_ssm_cache_dtype")
         values["mamba_ssm_dtype"] = SSM_DTYPES[state]

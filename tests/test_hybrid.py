@@ -101,6 +101,21 @@ def test_tensor_counts_by_hand(lib):
         23 * 8 + 6 * 4 + 23 * 6 + 52 + 3
 
 
+@pytest.mark.parametrize("name, changes, says", [
+    # a list of lists (fuzz seed 1217: TypeError 'unhashable type: list' before)
+    ("granite-4.0-h-tiny", {"layer_types": [["mamba"] * 40]}, "must list 'mamba'"),
+    ("nemotron-3-nano-30b-a3b", {"hybrid_override_pattern": ..., "layers_block_type": [["mamba"], 1]},
+     "must list 'M'"),
+    ("nemotron-3-nano-30b-a3b", {"mamba_ssm_cache_dtype": ["float32"]}, "is not one of"),
+    ("qwen3-next-80b-a3b-instruct", {"layer_types": [{"full_attention": 1}] * 48}, "must list 'mamba'"),
+])
+def test_malformed_layer_fields_are_located_errors(lib, tmp_path, name, changes, says):
+    path = tmp_path / "config.json"
+    path.write_text(variant(tmp_path, name, **changes))
+    with pytest.raises(EngineError, match=says):
+        read_config(path, lib)
+
+
 def test_a_pattern_that_disagrees_with_the_layer_count_is_refused(lib, tmp_path):
     path = tmp_path / "config.json"
     path.write_text(variant(tmp_path, "nemotron-3-nano-30b-a3b", num_hidden_layers=50))

@@ -237,10 +237,10 @@ FAMILIES = {
     # Nemotron-H: single-block layers (Mamba2, attention, a squared-ReLU MLP or an MoE of
     # squared-ReLU experts with one shared expert and an fp32 router with a correction bias), one
     # norm each; the Mamba2 inner width is heads x head_dim; attention without biases, the head
-    # never tied; its RMSNorms apply the weight in fp32 before the cast (transformers
+    # never tied; no rotary positions; its RMSNorms apply the weight in fp32 before the cast (transformers
     # models/nemotron_h/modeling_nemotron_h.py, configuration_nemotron_h.py)
     "nemotron_h": Family({"mlp": "relu2", "norm": "rmsnorm", "rmsnorm_weight": "fp32", "linear_mixer": "mamba2",
-                          "router_bias": "true",
+                          "router_bias": "true", "position_embedding": "none",
                           "shared_expert_gate": "false", "tie_word_embeddings": "false", "attention_bias": "false"},
                          renames={"n_routed_experts": "num_experts", "n_groups": "mamba_n_groups",
                                   "use_conv_bias": "mamba_conv_bias", "use_bias": "mamba_proj_bias",
@@ -265,7 +265,17 @@ FAMILIES = {
                                          "mamba_conv_bias": True, "mamba_proj_bias": False}),
     # Mamba2: every layer a norm and a Mamba2 mixer, no attention and no MLP
     # (transformers models/mamba2/modeling_mamba2.py)
-    "mamba2": Family({"norm": "rmsnorm", "linear_mixer": "mamba2"},
+    # Jamba: Mamba1 mixers and attention (layer i attends when i % attn_layer_period ==
+    # attn_layer_offset), experts where i % expert_layer_period == expert_layer_offset and dense
+    # MLPs elsewhere, the experts as wide as the MLP; no rotary positions, no biases, two norms
+    # per layer (transformers models/jamba/; docs/research/jamba-falcon-h1.md)
+    "jamba": Family({"mlp": "swiglu", "norm": "rmsnorm", "linear_mixer": "mamba1", "position_embedding": "none",
+                     "router_bias": "false", "shared_expert_gate": "false", "attention_bias": "false"},
+                    renames={"mamba_d_state": "ssm_state_size", "mamba_d_conv": "conv_kernel",
+                             **{k: k for k in ("mamba_conv_bias", "mamba_proj_bias")}},
+                    defaults={"tie_word_embeddings": False, "ssm_state_size": 16, "conv_kernel": 4,
+                              "mamba_conv_bias": True, "mamba_proj_bias": False, "num_experts_per_tok": 2}),
+    "mamba2": Family({"norm": "rmsnorm", "linear_mixer": "mamba2", "position_embedding": "none"},
                      renames={"num_heads": "mamba_num_heads", "head_dim": "mamba_head_dim", "state_size": "ssm_state_size",
                               "n_groups": "mamba_n_groups", "use_conv_bias": "mamba_conv_bias",
                               "use_bias": "mamba_proj_bias", "conv_kernel": "conv_kernel"},
@@ -297,7 +307,9 @@ HYBRID_FIELDS = {
                    "attention_bias", "tie_word_embeddings", "n_shared_experts", "expand", "mamba_proj_bias",
                    "mamba_ssm_cache_dtype"),
     "granitemoehybrid": ("layer_types", "layers_block_type", "mamba_expand", "mamba_d_head",
-                         "shared_intermediate_size", "intermediate_size"),
+                         "shared_intermediate_size", "intermediate_size", "position_embedding_type"),
+    "jamba": ("attn_layer_period", "attn_layer_offset", "expert_layer_period", "expert_layer_offset",
+              "mamba_expand", "mamba_dt_rank", "num_experts", "num_local_experts", "layers_block_type", "layer_types"),
     "mamba2": ("expand",),
 }
 #: fields of hybrids' configs with no effect on memory memform models (activations' and
@@ -1150,6 +1162,9 @@ def _read_hybrid(model_type: str, data: dict, values: dict, given: dict, src: _S
         head = inner // heads if head == "auto" else whole("mamba_d_head", 64)
         pin("mamba_head_dim", head, "mamba_d_head" if "mamba_d_head" in data else None)
         pin("mamba_intermediate_size", inner, "mamba_expand" if "mamba_expand" in data else None)
+        # GraniteMoeHybridModel: a rotary table only with position_embedding_type "rope"
+        kind = data.get("position_embedding_type", "rope")
+        values["position_embedding"] = "rope" if kind == "rope" else "none"
         shared = whole("shared_intermediate_size", 1024, minimum=0)
         width = whole("intermediate_size", 11008)
         if int(values.get("num_experts", 8)) > 0:
@@ -1161,6 +1176,42 @@ def _read_hybrid(model_type: str, data: dict, values: dict, given: dict, src: _S
             pin("intermediate_size", shared, "shared_intermediate_size" if "shared_intermediate_size" in data else None)
             if "intermediate_size" in data:
                 no_effect.append("intermediate_size")
+    elif model_type == "jamba":
+        layers = int(values["num_hidden_layers"]) if "num_hidden_layers" in values else None
+        hidden = int(values["hidden_size"]) if "hidden_size" in values else None
+        if layers is None or hidden is None:
+            return no_effect
+        # JambaConfig: the layouts are periods and offsets (layers_block_type and layer_types are
+        # properties it derives from them, ignored when a file carries them)
+        period, offset = whole("attn_layer_period", 8), whole("attn_layer_offset", 4, minimum=0)
+        e_period, e_offset = whole("expert_layer_period", 2), whole("expert_layer_offset", 1, minimum=0)
+        for p_key, o_key, p_val, o_val in (("attn_layer_period", "attn_layer_offset", period, offset),
+                                           ("expert_layer_period", "expert_layer_offset", e_period, e_offset)):
+            if o_val >= p_val:  # JambaConfig.validate_architecture
+                raise src.error(DomainError, f"{o_key} {o_val} must be below {p_key} {p_val}", o_key)
+        attention = sum(1 for i in range(layers) if i % period == offset)
+        pin("linear_attention_layers", layers - attention, "attn_layer_period" if "attn_layer_period" in data else None)
+        keys = [k for k in ("num_experts", "num_local_experts") if k in data]
+        if len(keys) == 2 and data["num_experts"] != data["num_local_experts"]:
+            raise src.error(DomainError, "fields 'num_experts' and 'num_local_experts' differ", "num_local_experts",
+                            hint="keep one of them")
+        experts = whole(keys[0], 16) if keys else 16
+        pin("num_experts", experts, keys[0] if keys else None)
+        pin("num_moe_layers", sum(1 for i in range(layers) if i % e_period == e_offset) if experts > 1 else 0,
+            "expert_layer_period" if "expert_layer_period" in data else None)
+        if experts <= 1:
+            values["num_experts"] = sympy.Integer(0)  # one expert: JambaMLP, a dense layer
+        values.setdefault("moe_intermediate_size", values.get("intermediate_size", sympy.Integer(14336)))
+        values.setdefault("intermediate_size", sympy.Integer(14336))
+        expand = data.get("mamba_expand", 2)
+        if isinstance(expand, bool) or not isinstance(expand, (int, Fraction)) or expand <= 0:
+            raise src.error(DomainError, f"field 'mamba_expand' must be a number above 0, not {_json_shown(expand)}",
+                            "mamba_expand")
+        pin("mamba_intermediate_size", int(expand * hidden), "mamba_expand" if "mamba_expand" in data else None)
+        rank = data.get("mamba_dt_rank", "auto")
+        pin("mamba_dt_rank", -(-hidden // 16) if rank == "auto" else whole("mamba_dt_rank", None),
+            "mamba_dt_rank" if "mamba_dt_rank" in data else None)
+        no_effect += [k for k in ("layers_block_type", "layer_types") if k in data]
     elif model_type == "mamba2":
         hidden = int(values["hidden_size"])
         expand = data.get("expand", 2)

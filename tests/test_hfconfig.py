@@ -143,6 +143,10 @@ META_ONLY = (
     # checkpoint's declaration, verbatim where it matters" (search id 60432393774); its
     # time_step_limit's Infinity as json.dumps writes it
     "mamba2-780m",
+    # ai21labs/AI21-Jamba-1.5-Mini's config.json as a third-party model zoo transcribes it (search id
+    # 32332034728, "See ai21labs/AI21-Jamba-1.5-Mini/config.json"), use_mamba_kernels as released;
+    # published "52B total, 12B active" (arXiv 2408.12570; docs/research/jamba-falcon-h1.md)
+    "ai21-jamba-1.5-mini",
 )
 
 
@@ -177,7 +181,8 @@ def test_config_parameter_count(lib, name):
                                           ("nemotron-3-nano-30b-a3b", "nemotron-3-nano-30b-a3b"),
                                           ("qwen3-next-80b-a3b-instruct", "qwen3-next-80b-a3b"),
                                           ("granite-4.0-h-tiny", "granite-4.0-h-tiny"),
-                                          ("mamba2-780m", "mamba2-780m")])
+                                          ("mamba2-780m", "mamba2-780m"),
+                                          ("ai21-jamba-1.5-mini", "jamba-1.5-mini")])
 def test_config_and_preset_agree(lib, name, preset):
     values = {"micro_batch": 2, "seq_len": 1024, "dropout": 0}
     from_config = scenario(lib, name, **values)

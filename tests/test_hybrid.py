@@ -67,6 +67,20 @@ def test_layer_kinds_follow_the_pattern(lib):
     # Granite 4.0-H without experts: the shared MLP is each layer's dense MLP; mamba_d_head auto
     ("granite-4.0-h-tiny", {"num_local_experts": 0, "num_hidden_layers": 4, "mamba_d_head": "auto",
                             "layer_types": ["mamba", "attention", "mamba", "mamba"], "attention_bias": True}),
+    # Jamba: attention every 4th layer from the 1st, experts every other layer, the time-step rank
+    # derived (auto: ceil(64 / 16)), both Mamba1 biases; and another layout, tied, without biases
+    ("ai21-jamba-1.5-mini", {"hidden_size": 64, "num_hidden_layers": 8, "num_experts": 4, "attn_layer_period": 4,
+                             "attn_layer_offset": 1, "mamba_d_state": 8, "mamba_dt_rank": "auto",
+                             "mamba_proj_bias": True, "intermediate_size": 96, "num_attention_heads": 4,
+                             "num_key_value_heads": 2, "vocab_size": 300}),
+    ("ai21-jamba-1.5-mini", {"hidden_size": 48, "num_hidden_layers": 6, "num_experts": 3, "attn_layer_period": 3,
+                             "attn_layer_offset": 2, "expert_layer_period": 3, "expert_layer_offset": 0,
+                             "mamba_expand": 3, "mamba_dt_rank": 5, "mamba_d_conv": 3, "mamba_conv_bias": False,
+                             "tie_word_embeddings": True, "intermediate_size": 80, "num_attention_heads": 4,
+                             "num_key_value_heads": 2, "vocab_size": 200}),
+    # Jamba with one expert: every layer a dense MLP
+    ("ai21-jamba-1.5-mini", {"num_hidden_layers": 8, "num_experts": 1, "hidden_size": 64, "intermediate_size": 96,
+                             "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 300}),
     # Mamba2 with projection biases and an untied head
     ("mamba2-780m", {"use_bias": True, "tie_word_embeddings": False, "num_hidden_layers": 3, "n_groups": 4}),
 ])
@@ -142,6 +156,23 @@ def test_recurrent_state_per_sequence(lib):
     # extra_groups_for_head_shards: one group over tp = 2 is laid out twice
     one_group = Scenario.create(lib, "granite-4.0-h-tiny", values={"tp": 2})
     assert one_group.evaluate("linear_state_bytes") == 3 * (3072 + 2 * 2 * 128) // 2 * 2 + 48 * 64 * 128 // 2 * 2
+
+
+def test_jamba_state_and_blocks(lib):
+    # vLLM v0.19 mamba1_state_shape: conv (K - 1, I / tp), temporal (I / tp, N); Jamba-1.5-Mini at
+    # tp 2 in bf16: 3 x 8192 / 2 x 2 + 8192 / 2 x 16 x 2 = 155,648 bytes per layer; the attention
+    # block 16 x cdiv(155,648, 16 x 2 x 4 x 128 x 2) = 80 tokens, the page padded by 5.26 %; 4
+    # attention and 28 Mamba1 layers in groups of 4: 1 + 7 (docs/research/jamba-falcon-h1.md sec. 2)
+    s = config_scenario(lib, "ai21-jamba-1.5-mini", tp=2, mode="infer", seq_len=131_072)
+    assert s.evaluate("linear_state_bytes") == 155_648
+    assert s.evaluate("vllm_block_size") == 80
+    assert round(float(100 * s.evaluate("state_page_padding")), 2) == 5.26
+    assert s.evaluate("kv_cache_groups") == 8
+    # with the SSM state in fp32 at tp 1: 28 x (3 x 8192 x 2 + 8192 x 16 x 4) = 16,056,320 bytes
+    # per sequence (a third-party test's "28 x 573,440 = 16,056,320 B", search id 60797780217)
+    f = config_scenario(lib, "ai21-jamba-1.5-mini", mode="infer", mamba_ssm_dtype="fp32")
+    assert f.evaluate("stage_linear_layers") * f.evaluate("linear_state_bytes") == 16_056_320
+    assert f.evaluate("vllm_block_size") == 144
 
 
 def test_an_inference_estimate_keeps_every_sequences_state(lib):
@@ -244,3 +275,10 @@ def test_linear_mixer_saved_tensors(lib):
     n = config_scenario(lib, "nemotron-3-nano-30b-a3b", precision="bf16", stack="hf", seq_len=1)
     H, I, G, N, Hh = 2688, 4096, 8, 128, 64
     assert n.evaluate("architecture_linear_mixer") == 2 * H + 6 * I + 4 * G * N + 2 * Hh + 4 * G + 8 * H + 4
+    # Jamba's Mamba1 (sec. 6): 2H + 16I + 8R + 16N + 12 per token and 6H + 4 for its norm; per 2048-token
+    # chunk of a sequence 8 I N; once per layer 8 I N + 8 I (H 4096, I 8192, R 256, N 16)
+    j = config_scenario(lib, "ai21-jamba-1.5-mini", precision="bf16", stack="hf", seq_len=4096, micro_batch=3)
+    H, I, R, N = 4096, 8192, 256, 16
+    per_token = 2 * H + 16 * I + 8 * R + 16 * N + 12 + 6 * H + 4
+    assert per_token == 166_160
+    assert j.evaluate("architecture_linear_mixer") == 3 * 4096 * per_token + 3 * 2 * 8 * I * N + 8 * I * N + 8 * I

@@ -95,6 +95,7 @@ PUBLISHED = {
     "qwen3-next-80b-a3b": 79_674_391_296,
     "granite-4.0-h-tiny": 6_939_037_248,
     "mamba2-780m": 780_161_280,
+    "jamba-1.5-mini": 51_570_323_328,  # "52B total" (docs/research/jamba-falcon-h1.md)
 }
 
 ACTIVE = {  # parameters a token passes through
@@ -109,6 +110,9 @@ ACTIVE = {  # parameters a token passes through
     # 579,133,440, a lookup) not counted, the unembedding counted; the exact figure 3,608,307,264
     # as public files compute it (search index id 59012694364)
     "gpt-oss-20b": 3_608_307_264 + 579_133_440,
+    # AI21's paper (arXiv 2408.12570): 12B active; exactly, the meta-device total less 16 MoE layers'
+    # 14 unused experts of 3 x 4096 x 14336 (docs/research/jamba-falcon-h1.md)
+    "jamba-1.5-mini": 51_570_323_328 - 16 * 14 * 3 * 4096 * 14336,
 }
 
 

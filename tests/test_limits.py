@@ -146,6 +146,48 @@ def test_a_budget_whose_first_signal_is_swallowed_still_stops_the_work():
     spin(0.5)
 
 
+def test_a_signal_swallowed_by_a_finaliser_reaches_no_unraisable_hook(monkeypatch):
+    # the full suite at bccdfab: a refire landed while pytest's unraisable hook formatted the
+    # first signal, swallowed in a finaliser, and the hook failed the test.  The budget's own
+    # signal never reaches the hook; another unraisable exception does, and no refire interrupts it
+    import gc
+    import sys
+
+    from engine.registry import _cpu_budget, _OverBudget
+
+    seen = []
+
+    def slow_hook(info):  # as pytest's: formats the traceback, slowly
+        end = time.process_time() + 0.3
+        while time.process_time() < end:
+            pass
+        seen.append(type(info.exc_value).__name__)
+
+    monkeypatch.setattr(sys, "unraisablehook", slow_hook)
+
+    class Finaliser:
+        def __init__(self, exc):
+            self.exc = exc
+
+        def __del__(self):
+            if self.exc:
+                raise self.exc("another finaliser's error")
+            end = time.process_time() + 5
+            while time.process_time() < end:  # the budget's signal lands here and is swallowed
+                pass
+
+    start = time.process_time()
+    with pytest.raises(_OverBudget):
+        with _cpu_budget(0.2):
+            Finaliser(None)  # collected at once: its __del__ swallows the first signal
+            Finaliser(ValueError)  # this one too, then raises an error of its own
+            gc.collect()
+            while True:
+                pass
+    assert seen == ["ValueError"] and time.process_time() - start < 5
+    assert sys.unraisablehook is slow_hook
+
+
 def test_a_budget_stops_work_that_spends_no_cpu():
     # the wall-clock backstop (4 x the budget): a blocked call or paging spends no CPU time
     import signal

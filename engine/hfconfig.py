@@ -1058,7 +1058,10 @@ def _read_hybrid(model_type: str, data: dict, values: dict, given: dict, src: _S
     no_effect = []
 
     def whole(key, default, minimum=1):
-        return _whole(src, data, key, default, minimum)
+        value = _whole(src, data, key, default, minimum)
+        if value is None and key in data:  # null: the config classes would fail on it too
+            raise src.error(DomainError, f"field '{key}' must be a whole number >= {minimum}, not null", key)
+        return value
 
     def pin(name, value, key=None):
         values[name] = sympy.Integer(value)

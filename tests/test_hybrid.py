@@ -122,6 +122,12 @@ def test_tensor_counts_by_hand(lib):
      "must list 'M'"),
     ("nemotron-3-nano-30b-a3b", {"mamba_ssm_cache_dtype": ["float32"]}, "is not one of"),
     ("qwen3-next-80b-a3b-instruct", {"layer_types": [{"full_attention": 1}] * 48}, "must list 'mamba'"),
+    # null where a whole number is read (fuzz seed 1219: TypeError in sympy.Integer(None) before)
+    ("ai21-jamba-1.5-mini", {"num_experts": None}, "not null"),
+    ("ai21-jamba-1.5-mini", {"mamba_dt_rank": None}, "not null"),
+    ("ai21-jamba-1.5-mini", {"attn_layer_period": None}, "not null"),
+    ("qwen3-next-80b-a3b-instruct", {"layer_types": ..., "full_attention_interval": None}, "not null"),
+    ("granite-4.0-h-tiny", {"mamba_d_head": None}, "not null"),
 ])
 def test_malformed_layer_fields_are_located_errors(lib, tmp_path, name, changes, says):
     path = tmp_path / "config.json"

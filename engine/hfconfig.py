@@ -1063,6 +1063,14 @@ def _read_hybrid(model_type: str, data: dict, values: dict, given: dict, src: _S
             raise src.error(DomainError, f"field '{key}' must be a whole number >= {minimum}, not null", key)
         return value
 
+    def pin_inner(key, hidden):
+        """The Mamba inner width, int(``key`` x hidden_size) as the config classes take it."""
+        expand = data.get(key, 2)
+        if isinstance(expand, bool) or not isinstance(expand, (int, Fraction)) or expand <= 0:
+            raise src.error(DomainError, f"field '{key}' must be a number above 0, not {_json_shown(expand)}", key)
+        pin("mamba_intermediate_size", int(expand * hidden), key if key in data else None)
+        return int(expand * hidden)
+
     def pin(name, value, key=None):
         values[name] = sympy.Integer(value)
         if key:
@@ -1155,16 +1163,11 @@ def _read_hybrid(model_type: str, data: dict, values: dict, given: dict, src: _S
                             keys[1], hint="keep one of them")
         linear = _layer_kinds(src, data, keys[0], MIXER_KINDS, layers)["linear"] if keys else layers
         pin("linear_attention_layers", linear, keys[0] if keys else None)
-        expand = data.get("mamba_expand", 2)
-        if isinstance(expand, bool) or not isinstance(expand, (int, Fraction)) or expand <= 0:
-            raise src.error(DomainError, f"field 'mamba_expand' must be a number above 0, not {_json_shown(expand)}",
-                            "mamba_expand")
-        inner = int(expand * hidden)  # int(mamba_expand * hidden_size)
+        inner = pin_inner("mamba_expand", hidden)
         heads = int(values.get("mamba_num_heads", 128))
         head = data.get("mamba_d_head", 64)
         head = inner // heads if head == "auto" else whole("mamba_d_head", 64)
         pin("mamba_head_dim", head, "mamba_d_head" if "mamba_d_head" in data else None)
-        pin("mamba_intermediate_size", inner, "mamba_expand" if "mamba_expand" in data else None)
         # GraniteMoeHybridModel: a rotary table only with position_embedding_type "rope"
         kind = data.get("position_embedding_type", "rope")
         values["position_embedding"] = "rope" if kind == "rope" else "none"
@@ -1206,22 +1209,14 @@ def _read_hybrid(model_type: str, data: dict, values: dict, given: dict, src: _S
             values["num_experts"] = sympy.Integer(0)  # one expert: JambaMLP, a dense layer
         values.setdefault("moe_intermediate_size", values.get("intermediate_size", sympy.Integer(14336)))
         values.setdefault("intermediate_size", sympy.Integer(14336))
-        expand = data.get("mamba_expand", 2)
-        if isinstance(expand, bool) or not isinstance(expand, (int, Fraction)) or expand <= 0:
-            raise src.error(DomainError, f"field 'mamba_expand' must be a number above 0, not {_json_shown(expand)}",
-                            "mamba_expand")
-        pin("mamba_intermediate_size", int(expand * hidden), "mamba_expand" if "mamba_expand" in data else None)
+        pin_inner("mamba_expand", hidden)
         rank = data.get("mamba_dt_rank", "auto")
         pin("mamba_dt_rank", -(-hidden // 16) if rank == "auto" else whole("mamba_dt_rank", None),
             "mamba_dt_rank" if "mamba_dt_rank" in data else None)
         no_effect += [k for k in ("layers_block_type", "layer_types") if k in data]
     elif model_type == "mamba2":
         hidden = int(values["hidden_size"])
-        expand = data.get("expand", 2)
-        if isinstance(expand, bool) or not isinstance(expand, (int, Fraction)) or expand <= 0:
-            raise src.error(DomainError, f"field 'expand' must be a number above 0, not {_json_shown(expand)}",
-                            "expand")
-        pin("mamba_intermediate_size", int(expand * hidden), "expand" if "expand" in data else None)
+        pin_inner("expand", hidden)
         layers = int(values["num_hidden_layers"])
         pin("linear_attention_layers", layers)
         pin("ffn_free_layers", layers)

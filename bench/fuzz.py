@@ -32,8 +32,10 @@ What is found (each input with any finding is an escape; exit status 1 if there 
 
 - a traceback: an exception other than memform's ``EngineError`` leaves the command; its class
   is the exception type and the innermost frame in engine/;
-- a hang: a command runs longer than ``--limit`` seconds (10; ``signal.alarm`` in the worker,
-  and the worker is killed if it does not come back);
+- a hang: a command uses more than ``--limit`` seconds of CPU (10; ``ITIMER_VIRTUAL`` in the
+  worker, so a loaded machine does not turn a slow command into a hang: memform's own budgets
+  are CPU time too), and the worker is killed if it does not come back within three times
+  that in wall-clock time;
 - a broken invariant: an exit status other than 0, 2 (usage) and 1 (infeasible, nothing
   found, a failed check, stale docs: solve, plan, serve, names, check, docs and estimate
   --check only); an error without a message; a control character or a traceback in the
@@ -1386,13 +1388,13 @@ def invoke(argv: list, no_cache: bool, limit: float) -> dict:
         os.environ["MEMFORM_NO_CACHE"] = "1"
     out, err = io.StringIO(), io.StringIO()
     start = time.monotonic()
-    signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, limit)
+    signal.signal(signal.SIGVTALRM, _alarm)
+    signal.setitimer(signal.ITIMER_VIRTUAL, limit)  # user CPU time: memform's budgets use ITIMER_PROF
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main(list(argv), out, err)
     except Hang as exc:
-        return {"escape": (f"hang > {limit:g} s at {_frame(exc.__traceback__)}", _innermost(exc.__traceback__))}
+        return {"escape": (f"hang > {limit:g} s CPU at {_frame(exc.__traceback__)}", _innermost(exc.__traceback__))}
     except SystemExit as exc:
         code = exc.code
         if not (code == 0 and ({"--help", "-h", "--version"} & set(argv))):
@@ -1403,7 +1405,7 @@ def invoke(argv: list, no_cache: bool, limit: float) -> dict:
         return {"escape": (f"{type(exc).__name__} at {_frame(exc.__traceback__)}",
                            f"{type(exc).__name__}: {_short(str(exc), 200)} [{_innermost(exc.__traceback__)}]")}
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
         os.environ.pop("MEMFORM_NO_CACHE", None)
         if saved is not None:
             os.environ["MEMFORM_NO_CACHE"] = saved
@@ -1570,7 +1572,7 @@ class Pool:
             ready = wait([w["conn"] for w in busy], timeout=1)
             for w in busy:
                 c = w["case"]
-                deadline = self.limit * len(runs_of(c)) + 30
+                deadline = 3 * self.limit * len(runs_of(c)) + 30
                 if w["conn"] in ready:
                     try:
                         result = w["conn"].recv()

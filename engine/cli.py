@@ -48,7 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="set an input, option or rule (repeatable): --set zero_stage=3")
     common.add_argument("--stack", dest="sets", action=_SetOption, const="stack", metavar="STACK",
                         help="training framework whose allocations the figures follow: generic (default), "
-                             "megatron, hf (Trainer / accelerate under autocast) or deepspeed (ZeRO); the same as --set stack=STACK")
+                             "megatron, hf (Trainer / accelerate under autocast), deepspeed (ZeRO) or fsdp2 (PyTorch fully_shard); "
+                             "the same as --set stack=STACK")
     common.add_argument("--rules", action="append", default=[], metavar="FILE",
                         help="a rule file of your own, loaded beside the library (may 'override rule')")
 

@@ -85,6 +85,8 @@ def plan(scenario: Scenario, gpus: int, max_micro_batch: int = 256, max_tp: int 
         raise UsageError("plan needs a GPU", hint="give --gpu GPU or --capacity 80GB")
     sizes = {n: scenario.evaluate(n) for d in ("tp", "pp") for n in DIVIDES[d]}
     recomputes = lib.options["recompute"].choices
+    # the ZeRO stages that shard differently (a stack may fix the sharding: fsdp2 is ZeRO-3's)
+    zeros = [z for z in range(4) if scenario.with_values(zero_stage=z).evaluate("shard_level") == z] or [0]
     layouts = []
     for tp in _divisors(gpus):
         if tp > max_tp or (divisibility and broken({"tp": tp}, sizes.get)):
@@ -92,7 +94,7 @@ def plan(scenario: Scenario, gpus: int, max_micro_batch: int = 256, max_tp: int 
         for pp in _divisors(gpus // tp):
             if divisibility and broken({"pp": pp}, sizes.get):
                 continue
-            for zero, rec in itertools.product(range(4), recomputes):
+            for zero, rec in itertools.product(zeros, recomputes):
                 layouts.append((tp, pp, gpus // (tp * pp), zero, rec))
     if not layouts:
         raise InfeasibleError(f"no layout of {gpus} GPUs divides the heads and layers ("

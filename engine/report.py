@@ -152,7 +152,7 @@ class Report:
             if finetune != "full":
                 parts.append(f"{finetune} rank {v.get('lora_rank')} (base weights {v.get('weight_dtype')})"
                              if finetune == "lora" else f"{finetune} rank {v.get('lora_rank')}")
-            parts += [f"optimizer {v['optimizer']}", f"ZeRO-{v['zero_stage']}", f"recompute {v.get('recompute')}"]
+            parts += [f"optimizer {v['optimizer']}", "fully_shard" if v.get("stack") == "fsdp2" else f"ZeRO-{v['zero_stage']}", f"recompute {v.get('recompute')}"]
             if v.get("offload", "none") != "none":
                 parts.append(f"offload {v['offload']} to {v.get('offload_device', 'cpu')}")
         else:

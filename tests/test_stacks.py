@@ -131,15 +131,15 @@ PYTORCH = json.loads((PUBLISHED / "training_peaks.json").read_text())["cases"]
 
 #: rows whose structure memform models, held to issue 13's 5 %
 WITHIN_5 = {
-    "torchtitan-h100-8b-fsdp8-compile", "torchtitan-h100-8b-fsdp8-compile-fp8",
+    "torchtitan-h100-8b-fsdp8-eager", "torchtitan-h100-8b-fsdp8-cp1-s32768",
     "torchtune-a100-llama3.2-3b-full-packed-dataset", "torchtune-a100-llama3.2-3b-full-activation-checkpointing",
     "torchtune-a100-llama3.2-3b-full-fuse-optimizer-step-into-backward",
     "torchtune-a100-llama3.2-3b-full-activation-offloading",
 }
 #: rows with a known gap, and why
 PYTORCH_PARTIAL = {
-    "torchtitan-h100-8b-fsdp8-eager": "reserved: eager temporaries and the reduce-scatter stream's pool, beyond alloc_margin",
-    "torchtitan-h100-8b-fsdp8-cp1-s32768": "reserved: the cached bf16 logits block and the reduce-scatter pool",
+    "torchtitan-h100-8b-fsdp8-compile": "what Inductor saves inside a block under the op policy (full recomputation, the 32k row, is held)",
+    "torchtitan-h100-8b-fsdp8-compile-fp8": "as the compile row",
     "torchtune-a100-llama3.2-3b-full-compile": "what Inductor saves per layer cannot be derived from source",
     "torchtune-a100-llama3.2-3b-full-chunked-cross-entropy": "activations under torch.compile (as the row above)",
     "torchtune-a100-llama3.2-3b-full-8-bit-adamw": "the 8-bit optimizer (torchao or bitsandbytes) is inferred",
@@ -202,6 +202,66 @@ def test_torchtitans_op_policy_keeps_every_other_matmul(lib):
     # log-sum-exps per token: 2 (4096 + 4096 + 1024 + 4096 + 14336 + 4096) + 128 = 63,616 B
     s = Scenario.create(lib, "llama3.1-8b", values={"recompute": "op", "micro_batch": 2, "seq_len": 8192})
     assert s.evaluate("op_policy_layer") == 63_616 * 2 * 8192
+
+
+# ---------------------------------------------------------------- stack = fsdp2
+# Llama 3.1 8B from its published dimensions (vocab 128,256, hidden 4,096, 32 layers, MLP 14,336,
+# 8 KV heads of 128): one block is q and o (4096^2 each), k and v (4096 x 1024 each), three MLP
+# matrices (4096 x 14336) and two norms; the root group is the embedding, the untied output
+# layer and the final norm.  8,030,261,248 parameters, as the model card states.
+L31_BLOCK = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 2 * 4096
+L31_ROOT = 2 * 128256 * 4096 + 4096
+L31_P = 32 * L31_BLOCK + L31_ROOT
+
+
+def fsdp2(lib, **values):
+    return Scenario.create(lib, "llama3.1-8b", values={"stack": "fsdp2", "dp": 8, "micro_batch": 1,
+                                                        "seq_len": 2048, **values})
+
+
+def test_fsdp2_keeps_fp32_shards_as_the_master_copy(lib):
+    # fully_shard keeps each parameter sharded in the dtype it was built in (fp32 under a
+    # MixedPrecisionPolicy); no separate master copy, fp32 gradients and Adam states, all / dp
+    assert L31_P == 8_030_261_248
+    s = fsdp2(lib)
+    assert s.evaluate("weights") == L31_P * 4 // 8
+    assert s.evaluate("master") == 0
+    assert s.evaluate("grads") == L31_P * 4 // 8
+    # zero_stage is not read: fully_shard is ZeRO-3's sharding whatever it says
+    assert fsdp2(lib, zero_stage=0).evaluate("weights") == L31_P * 4 // 8
+    # a bf16 model without a MixedPrecisionPolicy (torchtune's recipes): bf16 shards, gradients
+    # and AdamW states (torch.optim keeps states in the parameters' dtype)
+    b = fsdp2(lib, precision="bf16")
+    assert b.evaluate("weights") == L31_P * 2 // 8 and b.evaluate("grads") == L31_P * 2 // 8
+    assert b.evaluate("fsdp_reduce_bytes") == 2
+
+
+def test_fsdp2_gathers_blocks_in_the_working_dtype(lib):
+    s = fsdp2(lib)
+    assert s.evaluate("fsdp_block_params") == L31_BLOCK and s.evaluate("fsdp_root_params") == L31_ROOT
+    # when backward starts: the root group (never resharded after forward) and the last block
+    # (prefetched by the root's pre-backward hook, or kept by torchtitan), both in bf16; the
+    # CPU run in docs/research/fsdp2-cpu.md saw exactly these two at the step's peak
+    assert s.evaluate("fsdp_turn_buffers") == (L31_ROOT + L31_BLOCK) * 2
+    assert fsdp2(lib, fsdp_reshard_after_forward="false").evaluate("fsdp_turn_buffers") == (L31_ROOT + 32 * L31_BLOCK) * 2
+    # one block's backward: it and the prefetched next one (bf16), its bf16 gradients and the
+    # fp32 reduce-scatter input they are copied into
+    assert s.evaluate("fsdp_block_backward") == L31_BLOCK * (2 + 2 + 2 + 4)
+    # the output layer's gradient waits, unsharded in bf16, for the root's reduce-scatter
+    assert s.evaluate("fsdp_head_grad") == 128256 * 4096 * 2 and s.evaluate("head_grad") == 0
+    # the end of backward, the root's reduce-scatter: its fp32 input beside every sharded
+    # gradient, and the output layer's bf16 gradient that foreach_reduce's loop still holds
+    assert (s.evaluate("fsdp_root_reduce_peak") - s.evaluate("static_states") - s.evaluate("live_grads")
+            == L31_ROOT * 4 + 128256 * 4096 * 2)
+    # the communication streams' pools: the root's and the first block's all-gather outputs (bf16)
+    # and the reduce-scatter outputs, which are the sharded fp32 gradients
+    assert s.evaluate("side_stream_pools") == (L31_ROOT + L31_BLOCK) * 2 + L31_P * 4 // 8
+
+
+def test_fsdp2_frees_gradients_and_steps_with_foreach(lib):
+    s = fsdp2(lib)
+    assert s.evaluate("grads_persist") == 0  # optimizer.zero_grad() sets them to None every step
+    assert s.evaluate("optimizer_temp") == L31_P * 4 // 8  # one fp32 state-sized buffer (foreach)
 
 
 def test_optimizer_in_backward_never_holds_every_gradient(lib):

@@ -318,8 +318,10 @@ def parse_value(text: str, units: bool = False):
             return (_sized(a)[0] ** int(b[0]), a[1] * int(b[0]))
 
         def call(self, fn, *args):
-            if not units or str(fn) not in ("min", "max", "ceil", "floor"):
+            if not units or str(fn) not in ("min", "max", "ceil", "floor", "log2", "sqrt"):
                 raise Unsupported(f"'{fn}' in a value")
+            if str(fn) in ("log2", "sqrt"):  # exact where the value is (log2(1) = 0 drops a unit too)
+                return _exact_log2(_num(args[0])) if str(fn) == "log2" else _exact_sqrt(_num(args[0]))
             if str(fn) in ("min", "max"):
                 first = _num(args[0])
                 for other in args[1:]:
@@ -341,6 +343,27 @@ def parse_value(text: str, units: bool = False):
         raise Unsupported(type(exc.orig_exc).__name__) from None
     except (LarkError, ValueError, ArithmeticError, RecursionError) as exc:  # a syntax error,
         raise Unsupported(type(exc).__name__) from None  # Unsupported wrapped by lark, a huge number
+
+
+def _exact_log2(x):
+    """log2 of a plain number that is a power of two, exactly; anything else the full path checks."""
+    value, dim = x
+    if dim != 0:
+        raise UnitMisuse(f"log2 takes a plain number, not {'bytes' if dim == 1 else f'bytes^{dim}'}")
+    if value <= 0 or value.numerator & (value.numerator - 1) or value.denominator & (value.denominator - 1):
+        raise Unsupported("an irrational logarithm")
+    return (Fraction(value.numerator.bit_length() - value.denominator.bit_length()), 0)
+
+
+def _exact_sqrt(x):
+    """The square root of a perfect square, exactly, in half the unit; else the full path checks."""
+    value, dim = x
+    if value < 0 or value.numerator.bit_length() > 4000 or value.denominator.bit_length() > 4000:
+        raise Unsupported("a root the full path checks")
+    top, bottom = math.isqrt(value.numerator), math.isqrt(value.denominator)
+    if top * top != value.numerator or bottom * bottom != value.denominator:
+        raise Unsupported("an irrational root")
+    return (Fraction(top, bottom), Fraction(dim) / 2)
 
 
 def _num(x):

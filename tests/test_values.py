@@ -80,6 +80,9 @@ def test_units_only_where_they_make_sense(setting, message):
     ("zero_stage=0 TB", "option 'zero_stage' takes a choice, not a value in bytes"),
     ("micro_batch=0 TB", "'micro_batch' is in count but the value is in bytes"),
     ("micro_batch=(0 GiB) * 3", "'micro_batch' is in count but the value is in bytes"),
+    # log2(1) is sympy's 0 at once, and takes the bytes it multiplies with it (seed 1220)
+    ("weights=2 B * 0.1 TB * log2(1)", "'weights' is in bytes but the value is in bytes^2"),
+    ("weights=sqrt(0 B)", "'weights' is in bytes but the value is in bytes^1/2"),
 ])
 def test_a_zero_keeps_its_unit(setting, message):
     refused(setting, message)
@@ -108,6 +111,9 @@ def test_a_unit_belongs_to_its_number():
     assert parse_setting(lib, "cuda_context=1 GB + 512 MB")[1] == 1_512_000_000
     assert parse_setting(lib, "cuda_context=max(1 GB, 2 MiB)")[1] == 10**9
     assert parse_setting(lib, "cuda_context=ceil(1 B / 3)")[1] == 1
+    # exact logarithms and roots keep exact units: log2(8) = 3, sqrt(4 B^2) = 2 B
+    assert parse_setting(lib, "cuda_context=2 B * log2(8)")[1] == 6
+    assert parse_setting(lib, "cuda_context=sqrt(4 B * 1 B)")[1] == 2
     assert parse_setting(lib, "dp=3 B / 1 B")[1] == 3
 
 

@@ -132,14 +132,25 @@ PYTORCH = json.loads((PUBLISHED / "training_peaks.json").read_text())["cases"]
 #: rows whose structure memform models, held to issue 13's 5 %
 WITHIN_5 = {
     "torchtitan-h100-8b-fsdp8-eager", "torchtitan-h100-8b-fsdp8-cp1-s32768",
+    "torchtitan-h100-8b-fsdp4-cp2-s65536", "torchtitan-h100-8b-fsdp2-cp4-s131072", "torchtitan-h100-8b-fsdp1-cp8-s262144",
+    "torchtitan-h100-8b-fsdp128-eager",
+    "torchtitan-h100-405b-fsdp8-cp1-tp8-pp8-s32768", "torchtitan-h100-405b-fsdp4-cp2-tp8-pp8-s65536",
+    "torchtitan-h100-405b-fsdp2-cp4-tp8-pp8-s131072",
     "torchtune-a100-llama3.2-3b-full-packed-dataset", "torchtune-a100-llama3.2-3b-full-activation-checkpointing",
     "torchtune-a100-llama3.2-3b-full-fuse-optimizer-step-into-backward",
     "torchtune-a100-llama3.2-3b-full-activation-offloading",
 }
 #: rows with a known gap, and why
 PYTORCH_PARTIAL = {
-    "torchtitan-h100-8b-fsdp8-compile": "what Inductor saves inside a block under the op policy (full recomputation, the 32k row, is held)",
+    "torchtitan-h100-8b-fsdp8-compile": "what Inductor saves inside a block under the op policy (full recomputation, the 32k rows, is held)",
     "torchtitan-h100-8b-fsdp8-compile-fp8": "as the compile row",
+    "torchtitan-h100-8b-fsdp128-compile": "as the 8-GPU compile row",
+    "torchtitan-h100-8b-fsdp128-compile-fp8": "as the 8-GPU compile row",
+    "torchtitan-h100-70b-fsdp32-tp8-2d": "Float8 and Inductor inside the recomputed block, with tensor parallelism",
+    "torchtitan-h100-70b-fsdp32-tp8-2d-asynctp": "as the 2D row; AsyncTP's symmetric-memory buffers",
+    "torchtitan-h100-405b-fsdp8-tp8-pp8-1f1b": "the stage split of 126 layers over 8 stages is not stated; AsyncTP's buffers",
+    "torchtitan-h100-405b-fsdp8-tp8-pp8-interleaved": "stages per rank not stated (memform: pp_virtual_stages = 2)",
+    "torchtitan-h100-405b-fsdp1-cp8-tp8-pp8-s262144": "context parallelism's ring-attention buffers at cp = 8",
     "torchtune-a100-llama3.2-3b-full-compile": "what Inductor saves per layer cannot be derived from source",
     "torchtune-a100-llama3.2-3b-full-chunked-cross-entropy": "activations under torch.compile (as the row above)",
     "torchtune-a100-llama3.2-3b-full-8-bit-adamw": "the 8-bit optimizer (torchao or bitsandbytes) is inferred",
@@ -262,6 +273,28 @@ def test_fsdp2_frees_gradients_and_steps_with_foreach(lib):
     s = fsdp2(lib)
     assert s.evaluate("grads_persist") == 0  # optimizer.zero_grad() sets them to None every step
     assert s.evaluate("optimizer_temp") == L31_P * 4 // 8  # one fp32 state-sized buffer (foreach)
+
+
+def test_fsdp2_in_a_pipeline_accumulates_unsharded_fp32_gradients(lib):
+    # torch.distributed.pipelining turns gradient sync off until the last micro-batch: at pp = 2
+    # the busiest stage's 16 blocks and its larger end (the final norm and the output layer)
+    # keep their gradients unsharded in reduce_dtype (fp32)
+    s = fsdp2(lib, pp=2, dp=4)
+    assert s.evaluate("fsdp_accumulated_grads") == (16 * L31_BLOCK + 4096 + 128256 * 4096) * 4
+    assert fsdp2(lib, dp=4).evaluate("fsdp_accumulated_grads") == 0  # one stage: reduced block by block
+
+
+def test_loss_parallel_and_dtensor_sequence_parallelism(lib):
+    # tp = 2 with sequence parallelism, 2,048 tokens: torchtitan's loss_parallel backward holds
+    # three fp32 logits-sized temporaries (vocabulary split in two) beside the log-probabilities
+    values = {"dp": 4, "tp": 2, "sequence_parallel": "true", "activation_model": "architecture"}
+    s = fsdp2(lib, **values)
+    assert s.evaluate("loss_backward_temp") == 3 * 2048 * (128256 // 2) * 4
+    # DTensor's sequence parallelism saves the all-gathered inputs of the attention's and the
+    # MLP's projections (two [s, h] bf16 tensors), where Megatron's keeps them split over tp
+    megatron_like = Scenario.create(lib, "llama3.1-8b", values={**values, "stack": "generic", "micro_batch": 1,
+                                                                "seq_len": 2048})
+    assert s.evaluate("layer_activations") - megatron_like.evaluate("layer_activations") == 2 * 2048 * 4096 * 2 // 2
 
 
 def test_optimizer_in_backward_never_holds_every_gradient(lib):

@@ -71,3 +71,13 @@ def test_a_rule_that_leaves_the_reals_in_some_layout_is_a_located_error(tmp_path
     lines = err.splitlines()
     assert lines[0] == f"{rules}:1:34: rule 'overhead' is not a real number here: its value is 536870912 + I"
     assert "in the layout tp=" in lines[-1] and " dp=1 " in lines[-1]
+
+
+def test_a_stack_that_fixes_the_sharding_is_planned_once(lib):
+    # fully_shard is ZeRO-3's sharding whatever zero_stage says: one row per layout, shown as 3
+    s = Scenario.create(lib, "llama3.1-8b", "h100-80g", values={"stack": "fsdp2"})
+    layouts = plan(s, 8)
+    assert layouts and {row.zero_stage for row in layouts} == {3}
+    assert len({(r.tp, r.pp, r.recompute) for r in layouts}) == len(layouts)
+    generic = plan(Scenario.create(lib, "llama3.1-8b", "h100-80g"), 8)
+    assert {row.zero_stage for row in generic} == {0, 1, 2, 3}

@@ -777,9 +777,9 @@ def test_huge_model_type_is_fast_and_echoed_short(lib, tmp_path):
     # a 9 MB model_type with control characters (C1 CSI, DEL, a bidi override) on a single line
     path = write(tmp_path, None, text=json.dumps({**LLAMA, "model_type": "\u009b31m\u202e\x7f" + "a" * (9 * 2**20)},
                                                  ensure_ascii=False))
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: a loaded machine does not make it slow
     text = raises(lib, path, DomainError)
-    assert time.perf_counter() - start < 5
+    assert time.process_time() - start < 5
     assert 'unsupported model_type "\\x9b31m\\u202e\\x7faaa' in text and "a" * 100 not in text
 
 
@@ -793,9 +793,9 @@ def test_huge_model_type_is_fast_and_echoed_short(lib, tmp_path):
 def test_numbers_that_do_not_fit_are_refused_by_field(lib, tmp_path, literal, says, field):
     data = {**LLAMA, field: "LITERAL"}  # replaced by the literal as written, which json.dumps cannot write
     path = write(tmp_path, None, text=json.dumps(data, indent=1).replace('"LITERAL"', literal))
-    start = time.perf_counter()
+    start = time.process_time()
     text = raises(lib, path, DomainError)
-    assert time.perf_counter() - start < 2
+    assert time.process_time() - start < 2
     assert f"field '{field}': {says}" in text and str(path) in text
 
 

@@ -140,7 +140,9 @@ def parse_value(text: str, where: str = "--set", constant: bool = False) -> symp
         raise ResourceLimitError(f"a value of {len(text):,} characters is too long", Span(where, 1, 1, 1, text[:80]))
     names: dict[str, Span] = {}
     value = _parse(text, where, "expr", names)
-    if constant and names and not isinstance(value, sympy.Symbol):
+    # a name stands alone when the text is that name (in parentheses at most): the value being a
+    # Symbol is not enough, as the byte unit is one too (`(min(if x in {1} then 1 else 2, 1)) * 1 B`)
+    if constant and names and not (len(names) == 1 and text.strip(" \t()") == next(iter(names))):
         name, span = next(iter(names.items()))
         raise DomainError(f"a value is a constant: it cannot use '{name}'", span)
     return value

@@ -99,6 +99,21 @@ def test_roots_of_huge_degree_are_refused_quickly(setting):
         refused(setting, "takes a root of degree", model="llama2-7b")
 
 
+@pytest.mark.parametrize("setting", [
+    # min(if NAME ... then 1 else 1e400, 1) is sympy's 1 at once; times 1 B it is the byte unit's
+    # Symbol, which passed for a name standing alone (fuzz seed 1221)
+    "cuda_context=(min(if stack in {hf} then 1 else 1e400, 1, 64) ^ 2) * 1 B",
+    "cuda_context=min(if stack in {hf} then 1 else 2, 1) * 1 B",
+    "micro_batch=dp * 2 / dp",
+])
+def test_a_name_that_cancels_out_is_still_refused(setting):
+    refused(setting, "a value is a constant: it cannot use")
+
+
+def test_a_choice_may_stand_in_parentheses():
+    assert parse_setting(engine.load(), "stack=(megatron)")[1] == "megatron"
+
+
 def test_a_zero_in_bytes_is_a_byte_value():
     assert parse_setting(engine.load(), "cuda_context=0 GiB")[1] == 0
 

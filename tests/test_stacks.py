@@ -271,6 +271,18 @@ def test_fsdp2_gathers_blocks_in_the_working_dtype(lib):
     assert s.evaluate("side_stream_pools") == (L31_ROOT + L31_BLOCK) * 2 + L31_P * 4 // 8
 
 
+def test_fsdp2_with_the_embedding_and_output_as_their_own_units(lib):
+    # torchtune's custom_sharded_layers and torchtitan since 2025: backward starts with the final
+    # norm and output layer gathered (their unit is not resharded after forward) and the last
+    # block; the output layer's gradient is reduced at once; the embedding (128,256 x 4,096) is
+    # gathered again at the end and reduce-scattered from an fp32 input beside its bf16 gradient
+    s = fsdp2(lib, fsdp_units="separate")
+    assert s.evaluate("fsdp_turn_buffers") == (4096 + 128256 * 4096 + L31_BLOCK) * 2
+    assert s.evaluate("fsdp_head_grad") == 0 and s.evaluate("fsdp_root_gathered") == 0
+    assert (s.evaluate("fsdp_root_reduce_peak") - s.evaluate("static_states") - s.evaluate("live_grads")
+            == 128256 * 4096 * (4 + 2))
+
+
 def test_fsdp2_frees_gradients_and_steps_with_foreach(lib):
     s = fsdp2(lib)
     assert s.evaluate("grads_persist") == 0  # optimizer.zero_grad() sets them to None every step

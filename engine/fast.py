@@ -32,7 +32,7 @@ from .cache import read, source_key, write
 from .errors import EngineError
 from .layout import DIVIDES, broken
 from .report import SHOWN_INPUTS, SIZES, TOP_LEVEL, Report, extra_rules
-from .units import BYTE_UNITS, UNITS, read_decimal
+from .units import BYTE_UNITS, UNITS, read_decimal, unit_words
 
 #: the layout of the compiled form; a file of another format is ignored
 FORMAT = 2
@@ -349,7 +349,7 @@ def _exact_log2(x):
     """log2 of a plain number that is a power of two, exactly; anything else the full path checks."""
     value, dim = x
     if dim != 0:
-        raise UnitMisuse(f"log2 takes a plain number, not {'bytes' if dim == 1 else f'bytes^{dim}'}")
+        raise UnitMisuse(f"log2 takes a plain number, not {unit_words(dim)}")
     if value <= 0 or value.numerator & (value.numerator - 1) or value.denominator & (value.denominator - 1):
         raise Unsupported("an irrational logarithm")
     return (Fraction(value.numerator.bit_length() - value.denominator.bit_length()), 0)

@@ -24,17 +24,9 @@ from .errors import (DependencyCycleError, DomainError, EngineError, ErrorGroup,
                      UnknownNameError, did_you_mean, shown)
 from .parser import data_path, parse_text
 from .rules import (BYTE, UNITS, At, CheckDecl, Decl, DtypeDecl, InputDecl, Match, OptionDecl,
-                    PresetDecl, RuleDecl)
+                    PresetDecl, RuleDecl, unit_words)
 
 PRESET_KINDS = ("model", "gpu")
-
-
-def unit_words(dim: Fraction | None) -> str:
-    if dim is None or dim == 0:
-        return "a plain number"
-    if dim == 1:
-        return "bytes"
-    return f"bytes^{dim}"
 
 
 class Library:

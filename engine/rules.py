@@ -11,7 +11,7 @@ from typing import Mapping
 import sympy
 
 from .errors import Span
-from .units import UNITS  # noqa: F401 (re-exported)
+from .units import UNITS, unit_words  # noqa: F401 (re-exported)
 
 
 #: The unit symbol that byte literals (``4 B``, ``80 GB``) carry until units are checked.
@@ -25,11 +25,6 @@ def split(value: sympy.Expr) -> tuple[sympy.Expr, sympy.Expr] | None:
         return None
     coeff, dim = value.as_coeff_exponent(BYTE)
     return None if coeff.has(BYTE) else (coeff, dim)
-
-
-def unit_words(dim) -> str:
-    """``bytes``, ``a plain number`` or ``bytes^k`` for a power of bytes."""
-    return "a plain number" if dim == 0 else "bytes" if dim == 1 else f"bytes^{dim}"
 
 
 class At(sympy.Function):

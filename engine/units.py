@@ -45,3 +45,8 @@ def read_decimal(text: str) -> Fraction:
         raise ValueError(f"has more than {MAX_DIGITS:,} digits" if written <= MAX_WRITTEN
                          else f"is written with more than {MAX_WRITTEN:,} digits")
     return Fraction(text)
+
+
+def unit_words(dim) -> str:
+    """``bytes``, ``a plain number`` or ``bytes^k`` for a power of bytes (None: a plain number)."""
+    return "a plain number" if dim is None or dim == 0 else "bytes" if dim == 1 else f"bytes^{dim}"

@@ -148,7 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
     msr.add_argument("model", metavar="MODEL_OR_CONFIG", help="a model preset or a Hugging Face config.json")
     msr.add_argument("--set", dest="sets", action="extend", nargs="+", default=[], metavar="NAME=VALUE",
                      help="inputs and options: micro_batch, seq_len, precision (fp32, bf16; bf16_mixed runs the forward under torch.autocast), attention "
-                          "(eager, flash = sdpa), recompute (none, full = gradient checkpointing), optimizer")
+                          "(eager, flash = sdpa), recompute (none, full = gradient checkpointing; recompute_method=block "
+                          "checkpoints the first recompute_num_layers layers, uniform groups of that many), optimizer")
     msr.add_argument("--rules", action="append", default=[], metavar="FILE")
     msr.add_argument("--json", action="store_true", help="print JSON")
     cal = sub.add_parser("calibrate", help="fit the per-layer activation coefficients to measurements (needs torch)")

@@ -185,7 +185,7 @@ FAMILIES = {
     # Cohere (Command R, Aya): one bias-free LayerNorm per layer, attention and SwiGLU MLP in
     # parallel on its output; optional q and k norms over (heads, head_dim); a scalar logit_scale
     # (transformers models/cohere/modeling_cohere.py, configuration_cohere.py)
-    "cohere": Family({"mlp": "swiglu", "norm": "layernorm_nobias", "norm_placement": "parallel"},
+    "cohere": Family({"mlp": "swiglu", "norm": "layernorm_nobias", "norm_placement": "parallel", "qk_norm_layout": "per_head"},
                      defaults={"tie_word_embeddings": True},
                      switches={"use_qk_norm": ("qk_norm", "full", "none")}),
     # Llama 4's language model: experts (intermediate_size wide, fused 3-D) with one shared expert

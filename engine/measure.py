@@ -31,7 +31,7 @@ PRECISIONS = {"fp32": ("float32", None), "bf16": ("bfloat16", None),
               "bf16_mixed": ("float32", "bfloat16"), "fp16_mixed": ("float32", "float16")}
 #: the dtype of the logits transformers returns: the output layer's matmul's
 LOGITS_DTYPE = {"fp32": "fp32", "bf16": "bf16", "bf16_mixed": "bf16", "fp16_mixed": "fp16"}
-OPTIMIZERS = ("adamw", "sgd_momentum", "sgd", "none")
+OPTIMIZERS = ("adamw", "sgd_momentum", "sgd", "adafactor", "none")
 FAMILIES = ("gpt2", "llama", "mixtral", "qwen2_moe", "qwen3", "gemma3_text", "cohere")
 
 #: component -> (library rule, mode) it is compared with
@@ -220,6 +220,48 @@ def autocast_region(torch, precision: str, device_type: str):
     return torch.autocast(device_type, dtype=getattr(torch, cast_dtype))
 
 
+def _checkpoint(torch, model, scenario) -> None:
+    """Gradient checkpointing as recompute_method says: reentrant checkpointing (it saves each
+    checkpointed input through the autograd function, so the outer saved_tensors_hooks see it;
+    the non-reentrant kind installs hooks of its own) of the first ``checkpointed_layers``
+    layers (block; transformers' per-layer flag), or of groups of ``recompute_group``
+    consecutive layers (uniform, as Megatron-Core's chunks of recompute_num_layers)."""
+    from transformers.modeling_layers import GradientCheckpointingLayer
+    group = int(scenario.evaluate("recompute_group"))
+    if group == 1:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # transformers 5 renames it; the old name still works
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+        kept = int(scenario.evaluate("checkpointed_layers"))
+        layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
+        for i, layer in enumerate(layers):
+            layer.gradient_checkpointing = i < kept
+        return
+    from torch.utils.checkpoint import checkpoint
+
+    class Group(torch.nn.Module):
+        """Consecutive layers checkpointed as one: only the group's input is saved."""
+        def __init__(self, members):
+            super().__init__()
+            self.members = torch.nn.ModuleList(members)
+
+        def forward(self, hidden, *args, **kwargs):
+            def run(h):
+                for layer in self.members:
+                    h = layer(h, *args, **kwargs)
+                return h
+            if not (self.training and torch.is_grad_enabled()):
+                return run(hidden)
+            return checkpoint(run, hidden, use_reentrant=True)
+
+    stacks = [(name, m) for name, m in model.named_modules() if isinstance(m, torch.nn.ModuleList)
+              and len(m) and all(isinstance(x, GradientCheckpointingLayer) for x in m)]
+    name, layers = stacks[0]
+    parent = model.get_submodule(name.rpartition(".")[0])
+    setattr(parent, name.rpartition(".")[2],
+            torch.nn.ModuleList(Group(list(layers)[i:i + group]) for i in range(0, len(layers), group)))
+
+
 def _run(scenario, family: str, peak: bool = True) -> dict:
     import torch
     import transformers
@@ -237,11 +279,7 @@ def _run(scenario, family: str, peak: bool = True) -> dict:
     model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attn).to(dtype)
     model.train()
     if scenario.option("recompute") == "full":
-        # reentrant checkpointing saves each layer's input through the autograd function, so the
-        # outer saved_tensors_hooks see it (the non-reentrant kind installs hooks of its own)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # transformers 5 renames it; the old name still works
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+        _checkpoint(torch, model, scenario)
     params = list(model.parameters())
     param_storages = {p.untyped_storage().data_ptr() for p in params}
     out = {"n_params": sum(p.numel() for p in params),
@@ -270,6 +308,8 @@ def _run(scenario, family: str, peak: bool = True) -> dict:
         opt = torch.optim.SGD(params, lr=1e-4, momentum=0.9)
     elif name == "sgd":
         opt = torch.optim.SGD(params, lr=1e-4)
+    elif name == "adafactor":  # transformers' own, as Trainer(optim="adafactor") builds it
+        opt = transformers.optimization.Adafactor(params, lr=1e-4, scale_parameter=False, relative_step=False)
     else:
         opt = None
     out["optimizer_states"] = 0
@@ -363,6 +403,9 @@ def measure(scenario, config_path: str | None = None, max_params: int = MAX_PARA
                               "(e.g. hidden_size 64, 2 layers, vocab 128)") from None
     settings = {n: str(pred.values[n]) for n in ("micro_batch", "seq_len", "precision", "attention",
                                                  "recompute", "optimizer")}
+    if pred.option("recompute") == "full":
+        settings["recompute_method"] = pred.option("recompute_method")
+        settings["recompute_num_layers"] = str(int(pred.evaluate("recompute_num_layers")))
     m = Measurement(family, settings, measured)
     for component, (rules, mode) in COMPONENTS.items():
         if component not in measured:

@@ -1,6 +1,7 @@
 """Hugging Face config.json files: one-to-one mapping, exact counts, clear errors."""
 import io
 import json
+import math
 import tempfile
 import time
 from fractions import Fraction
@@ -11,7 +12,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from engine.cli import main
 from engine.errors import DomainError, EngineError, ResourceLimitError, SourceError, UsageError
-from engine.hfconfig import read_config
+from engine.hfconfig import MULTIMODAL, read_config
 from engine.model import Scenario
 
 CONFIGS = Path(__file__).parent / "configs"  # copies of the models' public config.json files
@@ -45,6 +46,11 @@ PUBLISHED = {  # model cards / technical reports; the MoE figures counted by han
     # keras_hub/src/models/phi3/phi3_presets.py "params"); config.json as three public copies
     # quote it (transformers 4.40.2, sliding_window 2047)
     "phi-3-mini-4k-instruct": 3_821_079_552,
+    # ibm-granite/granite-4.0-h-small @ b8c0982b: the Hub's safetensors total as a third-party
+    # manifest records it (WildPino/SiliconLLM benchmarks/donor_adaptation/configs/_manifest.json),
+    # beside the config's size and SHA-256; the file was rebuilt in transformers' layout from
+    # transcribed fields until it hashed to that SHA-256 (docs/research/verbatim-configs.md sec. 3)
+    "granite-4.0-h-small": 32_207_337_984,
     # allenai/OLMo-2-1124-7B-Instruct: 7,298,617,344, the Hub's safetensors "total" as public
     # files quote it (search index id 71142266638: "'allenai/OLMo-2-1124-7B-Instruct': ('Apache-2.0',
     # 7298617344)"; id 65859659251 quotes the base model's "safetensors": {... "total": 7298617344}).
@@ -130,10 +136,11 @@ META_ONLY = (
     # the NVFP4 quantization_config left out; published "31.6 billion total parameters"
     # (https://replicate.com/nvidia/nemotron-3-nano-30b-a3b/readme): no exact count
     "nemotron-3-nano-30b-a3b",
-    # ASSEMBLED: Qwen/Qwen3-Next-80B-A3B-Instruct's fields (QWEN3_NEXT_80B, search id 56040672971)
-    # laid out as the sister release RedHatAI/Qwen3-Coder-Next-NVFP4 @ 27a8f16f's config.json
-    # (transcribed, id 70175107227) without its quantization_config; the model card says "80B in
-    # total" (docs/research/hybrid-state.md sec. 4.3)
+    # Qwen/Qwen3-Next-80B-A3B-Instruct @ 9c7f2fbe's config.json, byte for byte: a model report
+    # quotes it (search index id 62751147890) and its 1,154 bytes hash to the SHA-256 a third-party
+    # manifest records for that revision (WildPino/SiliconLLM benchmarks/donor_adaptation/configs/
+    # _manifest.json; docs/research/verbatim-configs.md sec. 2); the checkpoint's count, with its
+    # multi-token-prediction layer, in test_qwen3_next_checkpoint_holds_one_mtp_layer
     "qwen3-next-80b-a3b-instruct",
     # ASSEMBLED: ibm-granite/granite-4.0-h-tiny's fields as a third-party fixture lists them
     # (GRANITE_H_TINY_HF, docs/research/hybrid-state.md sec. 4.4) in a granitemoehybrid config's
@@ -181,6 +188,7 @@ def test_config_parameter_count(lib, name):
                                           ("nemotron-3-nano-30b-a3b", "nemotron-3-nano-30b-a3b"),
                                           ("qwen3-next-80b-a3b-instruct", "qwen3-next-80b-a3b"),
                                           ("granite-4.0-h-tiny", "granite-4.0-h-tiny"),
+                                          ("granite-4.0-h-small", "granite-4.0-h-small"),
                                           ("mamba2-780m", "mamba2-780m"),
                                           ("ai21-jamba-1.5-mini", "jamba-1.5-mini")])
 def test_config_and_preset_agree(lib, name, preset):
@@ -189,6 +197,14 @@ def test_config_and_preset_agree(lib, name, preset):
     from_preset = Scenario.create(lib, preset, values=values)
     for rule in ("total", "kv_cache", "activations"):
         assert from_config.evaluate(rule) == from_preset.evaluate(rule), rule
+
+
+def test_qwen3_next_checkpoint_holds_one_mtp_layer(lib):
+    # the Hub's safetensors total for Qwen3-Next-80B-A3B-Instruct @ 9c7f2fbe (the manifest of
+    # docs/research/verbatim-configs.md sec. 2): the config's model (what transformers builds,
+    # 79,674,391,296) and the mtp.* block the checkpoint ships beside it (one full-attention MoE
+    # layer, its projection and norms; the config names no MTP layer)
+    assert scenario(lib, "qwen3-next-80b-a3b-instruct", mtp_layers=1).evaluate("n_params") == 81_324_862_720
 
 
 def test_qwen_moe_active_parameters(lib):
@@ -228,6 +244,12 @@ def meta_counts(text, tmp_path):
     config text on the meta device (no weights); tied weights are yielded once by parameters().
     DeepSeek-V3's router bias (e_score_correction_bias) is a registered buffer in transformers,
     a parameter in DeepSeek's own model.py: it is added to both counts."""
+    tensors = meta_tensors(text, tmp_path)
+    return sum(t.numel() for t in tensors), len(tensors)
+
+
+def meta_tensors(text, tmp_path):
+    """The parameter tensors :func:`meta_counts` counts."""
     import torch  # no skip: the check must run wherever the tests do
     import transformers
 
@@ -241,7 +263,7 @@ def meta_counts(text, tmp_path):
         model = auto.from_config(config)
     tensors = list(model.parameters())
     tensors += [b for n, b in model.named_buffers() if n.endswith("e_score_correction_bias")]
-    return sum(t.numel() for t in tensors), len(tensors)
+    return tensors
 
 
 @pytest.mark.parametrize("name", sorted([*PUBLISHED, *META_ONLY]))
@@ -250,6 +272,29 @@ def test_meta_device_model_agrees(lib, name, tmp_path):
     s = scenario(lib, name)
     assert s.evaluate("n_params") == params
     assert s.evaluate("param_tensors") == tensors
+
+
+def adafactor_statistics(tensors) -> int:
+    """The second-moment statistics transformers' Adafactor keeps (optimization.py, Adafactor.step):
+    for a tensor of two or more dimensions the means over its last dimension (shape[:-1]) and over
+    the one before (shape[:-2] + shape[-1:]), for a vector the whole squared gradient."""
+    total = 0
+    for t in tensors:
+        shape = tuple(t.shape)
+        if len(shape) >= 2:
+            total += math.prod(shape[:-1]) + math.prod(shape[:-2]) * shape[-1]
+        else:
+            total += math.prod(shape)
+    return total
+
+
+@pytest.mark.parametrize("name", sorted(n for n in [*PUBLISHED, *META_ONLY] if MODEL_TYPES[n] not in MULTIMODAL))
+def test_adafactor_statistics_from_the_module_shapes(lib, name, tmp_path):
+    # every tensor of the module transformers builds, as its Adafactor factors it: fused q, k and
+    # v, 3-D expert stacks, 2-D expert biases, MLA's projections, Mamba's convolution kernels
+    # ([C, 1, K]: C + C x K) and Mamba1's A_log matrix, Cohere's per-head norms
+    tensors = meta_tensors((CONFIGS / f"{name}.json").read_text(), tmp_path)
+    assert scenario(lib, name).evaluate("adafactor_state_elems") == adafactor_statistics(tensors)
 
 
 @pytest.mark.parametrize("name, tensors", [

@@ -40,14 +40,17 @@ CONFIGS = {
 EXACT = ("n_params", "weights", "grads", "optimizer_states", "logits_tensor", "kv_cache")
 
 
-@pytest.fixture(scope="module")
-def config_files(tmp_path_factory):
-    root = tmp_path_factory.mktemp("configs")
+def write_configs(root, configs):
     paths = {}
-    for name, data in CONFIGS.items():
+    for name, data in configs.items():
         paths[name] = root / f"{name}.json"
         paths[name].write_text(json.dumps(data))
     return paths
+
+
+@pytest.fixture(scope="module")
+def config_files(tmp_path_factory):
+    return write_configs(tmp_path_factory.mktemp("configs"), CONFIGS)
 
 
 def run_measure(lib, path, peak=False, **values):
@@ -56,7 +59,10 @@ def run_measure(lib, path, peak=False, **values):
     return measure(scenario, str(path), peak=peak)
 
 
-@pytest.mark.parametrize("optimizer", ["adamw", "sgd_momentum"])
+# adafactor: transformers' own (Trainer's optim="adafactor"): fp32 row and column statistics per
+# matrix (the 3-D experts', Cohere's per-head q and k norms' too), whole ones per vector, an fp32
+# RMS per tensor
+@pytest.mark.parametrize("optimizer", ["adamw", "sgd_momentum", "adafactor"])
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 @pytest.mark.parametrize("family", sorted(CONFIGS))
 def test_model_states_and_kv_cache_are_exact(lib, config_files, family, precision, optimizer):
@@ -288,3 +294,39 @@ def test_peak_with_full_recomputation_counts_the_backward_gradients(lib, config_
         m = run_measure(lib, config_files[family], peak=True, micro_batch=b, seq_len=s, precision=precision,
                         recompute="full")
         assert abs(m.error("peak")) <= bound, (family, precision, b, s, m.predicted["peak"], m.measured["peak"])
+
+
+#: four-layer versions of three families, to checkpoint some layers or groups of them
+FOUR_LAYERS = {"llama": {"num_hidden_layers": 4}, "mixtral": {"num_hidden_layers": 4}, "gpt2": {"n_layer": 4}}
+
+
+@pytest.fixture(scope="module")
+def four_layer_files(tmp_path_factory):
+    return write_configs(tmp_path_factory.mktemp("four"),
+                         {name: {**CONFIGS[name], **change} for name, change in FOUR_LAYERS.items()})
+
+
+@pytest.mark.parametrize("method, layers", [("block", 1), ("block", 3), ("uniform", 2), ("uniform", 4)])
+@pytest.mark.parametrize("precision", ["fp32", "bf16_mixed"])
+@pytest.mark.parametrize("family", sorted(FOUR_LAYERS))
+def test_partial_recomputation_against_checkpointing(lib, four_layer_files, family, precision, method, layers):
+    # Megatron's --recompute-method: block checkpoints the first N layers (transformers' per-layer
+    # flag), uniform groups of N layers (each group one torch.utils.checkpoint region); measured:
+    # what the forward keeps and the step's peak.  With gradients freed every step (bf16_mixed,
+    # the hf stack) a group's other layers have no gradient yet when its backward starts
+    m = run_measure(lib, four_layer_files[family], peak=True, micro_batch=4, seq_len=32, precision=precision,
+                    recompute="full", recompute_method=method, recompute_num_layers=layers)
+    assert m.settings["recompute_num_layers"] == str(layers)
+    assert abs(m.error("saved_for_backward")) <= 0.02, (m.predicted, m.measured)
+    assert abs(m.error("peak")) <= 0.06, (m.predicted["peak"], m.measured["peak"])
+
+
+def test_checkpointing_fewer_layers_keeps_more(lib, four_layer_files):
+    # the measured forward keeps more with each layer left out of checkpointing, and memform
+    # follows it step by step
+    saved = [run_measure(lib, four_layer_files["llama"], micro_batch=4, seq_len=32, recompute="full",
+                         recompute_method="block", recompute_num_layers=n) for n in (1, 2, 3, 4)]
+    measured = [m.measured["saved_for_backward"] for m in saved]
+    predicted = [m.predicted["saved_for_backward"] for m in saved]
+    assert measured == sorted(measured, reverse=True) and len(set(measured)) == 4
+    assert predicted == sorted(predicted, reverse=True) and len(set(predicted)) == 4

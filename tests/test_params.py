@@ -94,6 +94,9 @@ PUBLISHED = {
     "nemotron-nano-9b-v2": 8_888_227_328,
     "qwen3-next-80b-a3b": 79_674_391_296,
     "granite-4.0-h-tiny": 6_939_037_248,
+    # ibm-granite/granite-4.0-h-small @ b8c0982b: the Hub's safetensors total as a third-party
+    # manifest records it (docs/research/verbatim-configs.md sec. 3)
+    "granite-4.0-h-small": 32_207_337_984,
     "mamba2-780m": 780_161_280,
     "jamba-1.5-mini": 51_570_323_328,  # "52B total" (docs/research/jamba-falcon-h1.md)
 }

@@ -283,6 +283,19 @@ def test_fsdp2_with_the_embedding_and_output_as_their_own_units(lib):
             == 128256 * 4096 * (4 + 2))
 
 
+def test_fsdp2_gathers_a_qlora_block_as_nf4(lib):
+    # torchtune's QLoRA under FSDP2: torchao's NF4Tensor all-gathers what it stores (its
+    # fsdp_pre_all_gather returns quantized_data, quantized_scalers and quantization_factor):
+    # two 4-bit values per byte, an int8 scaler per 64 weights and an fp32 factor per 256
+    # scalers; the block's two norms stay bf16, as LoRA's whole bf16 base
+    nf4_bytes = Fraction(1, 2) + Fraction(1, 64) + Fraction(4, 64 * 256)
+    block = (L31_BLOCK - 2 * 4096) * nf4_bytes + 2 * 4096 * 2
+    q = fsdp2(lib, finetune="qlora", precision="bf16")
+    assert q.evaluate("fsdp_block_bytes") == block
+    assert q.evaluate("fsdp_block_backward") == 2 * block  # frozen: nothing to reduce
+    assert fsdp2(lib, finetune="lora", precision="bf16").evaluate("fsdp_block_bytes") == L31_BLOCK * 2
+
+
 def test_fsdp2_frees_gradients_and_steps_with_foreach(lib):
     s = fsdp2(lib)
     assert s.evaluate("grads_persist") == 0  # optimizer.zero_grad() sets them to None every step

@@ -275,6 +275,18 @@ FAMILIES = {
                              **{k: k for k in ("mamba_conv_bias", "mamba_proj_bias")}},
                     defaults={"tie_word_embeddings": False, "ssm_state_size": 16, "conv_kernel": 4,
                               "mamba_conv_bias": True, "mamba_proj_bias": False, "num_experts_per_tok": 2}),
+    # Falcon-H1: every layer attention and a Mamba2 mixer side by side on one normed input, then a
+    # SwiGLU MLP; two RMSNorms per layer; the Mamba2 inner width mamba_d_ssm (or mamba_expand x
+    # hidden_size), its gated norm's weight only with mamba_rms_norm, out_proj's bias
+    # projectors_bias (transformers models/falcon_h1/; docs/research/jamba-falcon-h1.md sec. 3)
+    "falcon_h1": Family({"mlp": "swiglu", "norm": "rmsnorm", "linear_mixer": "mamba2", "mamba_gated_norm": "false"},
+                        renames={"mamba_n_heads": "mamba_num_heads", "mamba_d_state": "ssm_state_size",
+                                 "mamba_d_conv": "conv_kernel",
+                                 **{k: k for k in ("mamba_n_groups", "mamba_conv_bias", "mamba_proj_bias")}},
+                        defaults={"tie_word_embeddings": False, "mamba_num_heads": 128, "ssm_state_size": 256,
+                                  "mamba_n_groups": 1, "conv_kernel": 4, "mamba_conv_bias": True,
+                                  "mamba_proj_bias": False},
+                        switches={"mamba_rms_norm": ("mamba_gated_norm", "true", "false")}),
     "mamba2": Family({"norm": "rmsnorm", "linear_mixer": "mamba2", "position_embedding": "none"},
                      renames={"num_heads": "mamba_num_heads", "head_dim": "mamba_head_dim", "state_size": "ssm_state_size",
                               "n_groups": "mamba_n_groups", "use_conv_bias": "mamba_conv_bias",
@@ -299,7 +311,7 @@ EXTRA = {"num_experts", "num_experts_per_tok", "n_shared_experts", "moe_intermed
          "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "attention_bias", "dropout"}
 #: families whose attention_bias also gives o_proj a bias (LlamaAttention and its copies)
 O_PROJ_FOLLOWS = ("llama", "mistral", "qwen3", "qwen3_moe", "gemma2", "gemma3_text", "olmo2", "granite", "gpt_oss",
-                  "cohere", "cohere2", "qwen3_next", "granitemoehybrid")
+                  "cohere", "cohere2", "qwen3_next", "granitemoehybrid", "falcon_h1")
 #: the fields of a hybrid's config that _read_hybrid reads (layer kinds, widths set together)
 HYBRID_FIELDS = {
     "qwen3_next": ("layer_types", "full_attention_interval", "mlp_only_layers"),
@@ -311,6 +323,8 @@ HYBRID_FIELDS = {
     "jamba": ("attn_layer_period", "attn_layer_offset", "expert_layer_period", "expert_layer_offset",
               "mamba_expand", "mamba_dt_rank", "num_experts", "num_local_experts", "layers_block_type", "layer_types"),
     "mamba2": ("expand",),
+    "falcon_h1": ("mamba_d_ssm", "mamba_expand", "mamba_d_head", "attn_layer_indices", "mamba_use_mlp",
+                  "projectors_bias", "layers_block_type", "layer_types"),
 }
 #: fields of hybrids' configs with no effect on memory memform models (activations' and
 #: kernels' settings, initialisation, scalars of the forward pass)
@@ -320,7 +334,9 @@ HYBRID_NO_EFFECT = {"mamba_hidden_act", "time_step_min", "time_step_max", "time_
                     "position_embedding_type", "norm_eps", "hidden_dropout",
                     "mlp_hidden_act", "moe_latent_size", "mamba_step_size", "layer_norm_epsilon", "rope_type",
                     "mamba_dt_rank", "init_std", "emb_init_std", "init_method", "normalization_function",
-                    "rms_norm", "time_step_limit"}
+                    "rms_norm", "time_step_limit", "embedding_multiplier", "lm_head_multiplier", "key_multiplier",
+                    "attention_in_multiplier", "attention_out_multiplier", "ssm_in_multiplier",
+                    "ssm_out_multiplier", "mlp_multipliers", "ssm_multipliers", "mamba_norm_before_gate"}
 #: config fields that describe sliding-window layers (read where a family names a window scheme)
 WINDOW_FIELDS = ("sliding_window", "use_sliding_window", "max_window_layers", "layer_types")
 #: what HF's null means where it is not "absent, derive it": q_lora_rank = None builds no query
@@ -1213,6 +1229,39 @@ def _read_hybrid(model_type: str, data: dict, values: dict, given: dict, src: _S
         rank = data.get("mamba_dt_rank", "auto")
         pin("mamba_dt_rank", -(-hidden // 16) if rank == "auto" else whole("mamba_dt_rank", None),
             "mamba_dt_rank" if "mamba_dt_rank" in data else None)
+        no_effect += [k for k in ("layers_block_type", "layer_types") if k in data]
+    elif model_type == "falcon_h1":
+        layers = int(values["num_hidden_layers"]) if "num_hidden_layers" in values else None
+        hidden = int(values["hidden_size"]) if "hidden_size" in values else None
+        if layers is None or hidden is None:
+            return no_effect
+        # FalconH1Config: every layer "hybrid"; the transformers model builds no other layout
+        # (attn_layer_indices is vLLM's, mamba_use_mlp false is refused by neither)
+        if data.get("attn_layer_indices") is not None:
+            raise src.error(DomainError, "field 'attn_layer_indices' must be null: transformers' Falcon-H1 gives "
+                            "every layer attention and a Mamba2 mixer", "attn_layer_indices")
+        if not _flag(src, data, "mamba_use_mlp", True):
+            raise src.error(DomainError, "field 'mamba_use_mlp' false (layers without an MLP) is not modelled",
+                            "mamba_use_mlp")
+        if _flag(src, data, "projectors_bias", False) != (values.get("mamba_proj_bias", "false") == "true"):
+            raise src.error(DomainError, "projectors_bias (out_proj's bias) differs from mamba_proj_bias (in_proj's): "
+                            "memform gives both projections one bias flag", "projectors_bias")
+        pin("linear_attention_layers", layers)
+        pin("parallel_hybrid_layers", layers)
+        if data.get("mamba_d_ssm") is not None:
+            inner = whole("mamba_d_ssm", None)
+            pin("mamba_intermediate_size", inner, "mamba_d_ssm")
+            if "mamba_expand" in data:
+                no_effect.append("mamba_expand")
+        else:
+            inner = pin_inner("mamba_expand", hidden)
+        heads = int(values.get("mamba_num_heads", 128))
+        head = data.get("mamba_d_head", "auto")
+        head = inner // heads if head == "auto" else whole("mamba_d_head", None)
+        if head * heads != inner:  # FalconH1Config refuses it too
+            raise src.error(DomainError, f"mamba_n_heads {heads} x mamba_d_head {head} is not the Mamba2 inner width "
+                            f"{inner}", "mamba_d_head")
+        pin("mamba_head_dim", head, "mamba_d_head" if "mamba_d_head" in data else None)
         no_effect += [k for k in ("layers_block_type", "layer_types") if k in data]
     elif model_type == "mamba2":
         hidden = int(values["hidden_size"])

@@ -29,6 +29,10 @@ class Engine:
     #: (budget, free at startup, the largest fraction): the engine refuses to start when its
     #: budget exceeds the free memory (vLLM); empty where it does not check
     startup: tuple = ()
+    #: (memory, need): the engine's own check that one request of max_model_len fits, its KV
+    #: memory against what one request needs (vLLM's sum over its layers); empty: the token
+    #: count must reach the request's length
+    serves_one: tuple = ()
 
 
 #: the engines modelled, each as its log names things
@@ -53,9 +57,10 @@ ENGINES = {
         extra=("block_size", "total_gpu_memory", "profile_forward_peak", "profile_sampler_peak",
                "kv_layer_token_bytes", "startup_free_gpu_memory", "max_gpu_memory_utilization",
                "vllm_block_size", "stage_linear_layers", "linear_state_bytes", "state_page_padding",
-               "kv_cache_groups", "kv_layers_per_stage"),
+               "kv_cache_groups", "kv_layers_per_stage", "one_request_kv_bytes"),
         advice="vLLM refuses to start (lower max_model_len, raise gpu_memory_utilization or tp)",
-        startup=("requested_memory", "startup_free_gpu_memory", "max_gpu_memory_utilization")),
+        startup=("requested_memory", "startup_free_gpu_memory", "max_gpu_memory_utilization"),
+        serves_one=("kv_cache_memory", "one_request_kv_bytes")),
     # SGLang's "GB" is GiB
     "sglang": Engine(
         breakdown=(("startup_free_memory", "free at startup ('Load weight begin. avail mem', T0)"),
@@ -170,8 +175,13 @@ class Serving:
     @property
     def fits(self) -> bool:
         """Whether the engine starts and one request of max_model_len (context_len) tokens fits
-        the KV cache."""
-        return self.starts and self.rules[ENGINES[self.engine].tokens] >= self.scenario.values["seq_len"]
+        the KV cache, as the engine checks it (vLLM: the sum over its layers, which with local or
+        linear-attention layers can hold although the token count is below max_model_len)."""
+        engine = ENGINES[self.engine]
+        if engine.serves_one:
+            memory, need = (self.rules[n] for n in engine.serves_one)
+            return self.starts and 0 < memory and need <= memory
+        return self.starts and self.rules[engine.tokens] >= self.scenario.values["seq_len"]
 
 
 def _setting(value) -> str:

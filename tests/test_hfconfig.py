@@ -51,6 +51,11 @@ PUBLISHED = {  # model cards / technical reports; the MoE figures counted by han
     # beside the config's size and SHA-256; the file was rebuilt in transformers' layout from
     # transcribed fields until it hashed to that SHA-256 (docs/research/verbatim-configs.md sec. 3)
     "granite-4.0-h-small": 32_207_337_984,
+    # ASSEMBLED: tiiuae/Falcon-H1-7B-Base's dimensions as third-party transcriptions give them, its
+    # flags as the 0.5B fixture has them but mamba_rms_norm (docs/research/verbatim-configs.md
+    # sec. 1); the Hub's safetensors total for revision c9a4cbb9 as a third-party manifest
+    # records it, which only mamba_rms_norm true reproduces (the gated norm's 44 x 3,072 weights)
+    "falcon-h1-7b-base": 7_585_648_736,
     # allenai/OLMo-2-1124-7B-Instruct: 7,298,617,344, the Hub's safetensors "total" as public
     # files quote it (search index id 71142266638: "'allenai/OLMo-2-1124-7B-Instruct': ('Apache-2.0',
     # 7298617344)"; id 65859659251 quotes the base model's "safetensors": {... "total": 7298617344}).
@@ -189,6 +194,7 @@ def test_config_parameter_count(lib, name):
                                           ("qwen3-next-80b-a3b-instruct", "qwen3-next-80b-a3b"),
                                           ("granite-4.0-h-tiny", "granite-4.0-h-tiny"),
                                           ("granite-4.0-h-small", "granite-4.0-h-small"),
+                                          ("falcon-h1-7b-base", "falcon-h1-7b"),
                                           ("mamba2-780m", "mamba2-780m"),
                                           ("ai21-jamba-1.5-mini", "jamba-1.5-mini")])
 def test_config_and_preset_agree(lib, name, preset):

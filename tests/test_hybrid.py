@@ -244,6 +244,42 @@ def test_vllm_groups_and_request_blocks(lib):
     assert m.evaluate("kv_block_bytes") == 48 * (3 * (3072 + 2 * 128) * 2 + 48 * 64 * 128 * 2)
 
 
+def test_vllm_starts_when_one_request_fits_its_layers(lib):
+    # vLLM 0.19's start-up check (v1/core/kv_cache_utils.py check_enough_kv_cache_memory) sums
+    # every layer's max_memory_usage_bytes: a full-attention layer cdiv(max_model_len, block)
+    # pages, a Mamba layer one (padded) page.  Granite 4.0 H Small on an H100 at 131,072 tokens:
+    # 4 attention layers of 8 KV heads x 128 x 2 (K, V) x 2 bytes = 4,096 bytes per token, a
+    # 528-token block ('Setting attention block size to 528 tokens', the ROCm log in
+    # docs/research/hybrid-logs.md sec. E): a page of 528 x 4,096 bytes; 36 Mamba layers
+    from engine.serve import serve
+    page = 528 * 4096
+    needed = (4 * -(-131_072 // 528) + 36) * page
+    result = serve(Scenario.create(lib, "granite-4.0-h-small", "h100-80g"), engine="vllm", formulas=False)
+    r = result.rules
+    assert (r["vllm_block_size"], r["one_request_kv_bytes"]) == (528, needed)
+    # the KV memory holds one request although 'GPU KV cache size' (the blocks shared out over
+    # 10 groups) is below max_model_len: vLLM starts
+    assert r["kv_cache_memory"] >= needed and r["kv_cache_tokens"] < 131_072
+    assert result.fits
+    # a dense model: the same check as the token count
+    dense = serve(Scenario.create(lib, "llama3.1-8b", "l4", values={"seq_len": 131_072}), engine="vllm", formulas=False)
+    assert dense.fits == (dense.rules["kv_cache_tokens"] >= 131_072)
+
+
+def test_falcon_h1_attends_and_keeps_a_state_in_every_layer(lib):
+    # vLLM 0.19 model_executor/models/falcon_h1.py registers each layer's attention at index i and
+    # its Mamba2 mixer at L + i: 44 attention and 44 state layers, one group of each
+    # (docs/research/jamba-falcon-h1.md sec. 3.3).  Falcon-H1-7B in bf16 at tp 1: the state page
+    # is the convolution's (K - 1) x (I + 2 G N) = 3 x 3,584 and the SSM's 24 x 128 x 256, 2 bytes
+    # each; an attention token is 2 KV heads x 128 x 2 (K, V) x 2 bytes
+    s = Scenario.create(lib, "falcon-h1-7b", "h100-80g", values={"mode": "infer", "seq_len": 131_072})
+    state = (3 * 3584 + 24 * 128 * 256) * 2
+    assert (s.evaluate("linear_state_bytes"), s.evaluate("kv_layer_token_bytes")) == (1_594_368, 1024)
+    assert s.evaluate("vllm_block_size") == 16 * -(-state // (16 * 1024)) == 1568
+    assert (s.evaluate("kv_layers_per_stage"), s.evaluate("stage_linear_layers"), s.evaluate("kv_cache_groups")) == (44, 44, 2)
+    assert s.evaluate("request_blocks") == -(-131_072 // 1568) + 1
+
+
 def test_sglang_gives_the_states_a_pool_of_their_own(lib):
     # SGLang 0.5.8 (docs/research/hybrid-state.md sec. 2.4): mamba_cache_per_req = the rank's
     # linear layers x (conv numel x 2 (bf16) + SSM numel x 4 (float32 by default)); Qwen3-Next at

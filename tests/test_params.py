@@ -97,6 +97,9 @@ PUBLISHED = {
     # ibm-granite/granite-4.0-h-small @ b8c0982b: the Hub's safetensors total as a third-party
     # manifest records it (docs/research/verbatim-configs.md sec. 3)
     "granite-4.0-h-small": 32_207_337_984,
+    # tiiuae/Falcon-H1-7B-Base @ c9a4cbb9: the Hub's safetensors total as a third-party manifest
+    # records it (docs/research/verbatim-configs.md sec. 1)
+    "falcon-h1-7b": 7_585_648_736,
     "mamba2-780m": 780_161_280,
     "jamba-1.5-mini": 51_570_323_328,  # "52B total" (docs/research/jamba-falcon-h1.md)
 }

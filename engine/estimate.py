@@ -82,7 +82,14 @@ def formula(scenario: Scenario, rule: str, keep=SHOWN_INPUTS, opaque=OPAQUE_RULE
         rebound.update({k: v.xreplace(sub) for k, v in zip(flat[::2], flat[1::2])})
         return expand(target.name, rebound, {}, top=True)
 
-    return expand(rule, scenario.bindings(exclude=keep), {} if memo is None else memo, top=True)
+    try:
+        return expand(rule, scenario.bindings(exclude=keep), {} if memo is None else memo, top=True)
+    except RecursionError:  # sympy walks a condition over huge rules recursively
+        from .errors import ResourceLimitError
+        raise ResourceLimitError(f"rule '{rule}' nests too deeply to be written out as one formula",
+                                 lib.rules[rule].span if rule in lib.rules else None,
+                                 hint="compare such rules' values instead of writing the comparison "
+                                      "as a rule, or pin inputs so that it stays small") from None
 
 
 def show(scenario: Scenario, rule: str, keep=SHOWN_INPUTS) -> sympy.Expr:

@@ -203,3 +203,16 @@ def test_a_budget_stops_work_that_spends_no_cpu():
         time.sleep(0.2)
     time.sleep(0.5)
     assert signal.getsignal(signal.SIGPROF) == before
+
+
+def test_a_formula_too_deep_to_write_out_is_a_located_error(tmp_path):
+    # a 0/1 rule comparing two of the serving rules, written out with every input symbolic (as
+    # the reference writes each rule): sympy walks the condition recursively past Python's limit
+    from engine.docs import closed_form
+    path = tmp_path / "deep.mem"
+    path.write_text('rule serves_one_request : count in [0, 1] =\n'
+                    '    if kv_cache_memory > 0 and kv_cache_memory >= one_request_kv_bytes then 1 else 0 "one fits"\n')
+    lib = engine.load([path])
+    with pytest.raises(ResourceLimitError) as err:
+        closed_form(Scenario.create(lib), "serves_one_request", keep=lib.inputs)
+    assert "nests too deeply" in str(err.value) and "deep.mem:1:" in str(err.value)

@@ -232,10 +232,10 @@ def _checkpoint(torch, model, scenario) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # transformers 5 renames it; the old name still works
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
-        kept = int(scenario.evaluate("checkpointed_layers"))
+        checkpointed = int(scenario.evaluate("checkpointed_layers"))
         layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
         for i, layer in enumerate(layers):
-            layer.gradient_checkpointing = i < kept
+            layer.gradient_checkpointing = i < checkpointed
         return
     from torch.utils.checkpoint import checkpoint
 

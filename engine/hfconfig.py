@@ -68,6 +68,18 @@ NO_MEMORY_EFFECT = {
     "logit_scale",
     # Llama 4: the q/k L2 norm (no weight); the NoPE layers' attention temperature
     "use_qk_norm", "attn_temperature_tuning", "floor_scale", "attn_scale",
+    # PretrainedConfig's own attributes, which transformers 4.x wrote into every nested config
+    # (Llama 3.2 Vision's text_config and vision_config): generation defaults, output and return
+    # switches, label maps, encoder-decoder flags (transformers configuration_utils.py)
+    "add_cross_attention", "bad_words_ids", "begin_suppress_tokens", "chunk_size_feed_forward",
+    "cross_attention_hidden_size", "decoder_start_token_id", "diversity_penalty", "do_sample",
+    "early_stopping", "encoder_no_repeat_ngram_size", "exponential_decay_length_penalty",
+    "finetuning_task", "forced_bos_token_id", "forced_eos_token_id", "id2label", "label2id", "is_decoder",
+    "is_encoder_decoder", "length_penalty", "max_length", "min_length", "no_repeat_ngram_size",
+    "num_beam_groups", "num_beams", "num_return_sequences", "output_attentions", "output_hidden_states",
+    "output_scores", "prefix", "problem_type", "pruned_heads", "remove_invalid_values", "repetition_penalty",
+    "return_dict", "return_dict_in_generate", "sep_token_id", "suppress_tokens", "temperature",
+    "tf_legacy_loss", "tokenizer_class", "top_k", "top_p", "torchscript", "typical_p", "use_bfloat16",
 }
 
 #: fields every family shares, under the library's own names
@@ -192,6 +204,11 @@ FAMILIES = {
     # of the same width and a bias-free router on every interleave_moe_layer_step-th layer, dense
     # layers intermediate_size_mlp wide; the q/k L2 norm has no weight (transformers
     # models/llama4/modeling_llama4.py; docs/research/llama4.md)
+    # Llama 3.2 Vision's language model: Llama 3.1's layers, cross_attention_layers naming those
+    # that attend to the image states (read as a count), the embedding 8 rows wider than the
+    # vocabulary (transformers models/mllama/modeling_mllama.py MllamaTextModel)
+    "mllama_text_model": Family({"mlp": "swiglu", "norm": "rmsnorm"},
+                                defaults={"tie_word_embeddings": False, "extra_embedding_rows": 8}),
     "llama4_text": Family({"mlp": "swiglu", "norm": "rmsnorm", "router_bias": "false", "shared_expert_gate": "false"},
                           renames={"num_local_experts": "num_experts", "interleave_moe_layer_step": "moe_layer_step",
                                    "intermediate_size": "moe_intermediate_size",
@@ -611,6 +628,8 @@ class Vision:
     output_field: str | None = None
     #: Qwen2-VL: the MLP is embed_dim x mlp_ratio wide (a whole number, 4 where it is left out)
     mlp_ratio: bool = False
+    #: fields that are non-empty lists read as their length: field -> (library name, default)
+    lists: dict = field(default_factory=dict)
 
 
 _ENCODER_FIELDS = {"hidden_size": "vision_hidden_size", "intermediate_size": "vision_intermediate_size",
@@ -658,6 +677,17 @@ CLIP = Vision(("clip_vision_model",), _ENCODER_FIELDS,
               {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "patch_size": 32,
                "image_size": 224},
               frozenset(_ENCODER_NO_EFFECT | {"projection_dim", "vocab_size"}))
+#: Mllama's encoder (transformers models/mllama/configuration_mllama.py MllamaVisionConfig): local
+#: and global layers, tiles, the aspect-ratio layouts its position tables cover (a list, read as its
+#: length); the intermediate layers the projector reads are in vision_output_dim
+MLLAMA_VISION = Vision(("mllama_vision_model",),
+                       {**_ENCODER_FIELDS, "num_global_layers": "vision_global_layers",
+                        "max_num_tiles": "vision_max_num_tiles", "vision_output_dim": "vision_output_dim"},
+                       {"hidden_size": 1280, "intermediate_size": 5120, "num_hidden_layers": 32, "patch_size": 14,
+                        "image_size": 448, "num_global_layers": 8, "max_num_tiles": 4, "vision_output_dim": 7680},
+                       frozenset(_ENCODER_NO_EFFECT | {"attention_heads", "norm_eps", "intermediate_layers_indices",
+                                                       "tie_word_embeddings"}),
+                       lists={"supported_aspect_ratios": ("vision_aspect_ratios", 8)})
 #: Llama 4's encoder (transformers models/llama4/configuration_llama4.py Llama4VisionConfig); the
 #: pixel shuffle, the rotary table and the projector's bias flag (the code builds none) have no
 #: parameters
@@ -775,6 +805,11 @@ MULTIMODAL = {
     "gemma3": Multimodal("gemma3_text", SIGLIP, {"vision_tower": "siglip", "mm_projector": "gemma3"},
                          fields={"mm_tokens_per_image": "mm_tokens_per_image"},
                          defaults={"mm_tokens_per_image": 256}),
+    # Llama 3.2 Vision (models/mllama): MllamaForConditionalGeneration holds the language model
+    # with its cross-attention layers, the tiled encoder and a one-layer projector with a bias;
+    # each part reads its own tie_word_embeddings
+    "mllama": Multimodal("mllama_text_model", MLLAMA_VISION, {"vision_tower": "mllama", "mm_projector": "mllama"},
+                         tie_from="text"),
     "llama4": Multimodal("llama4_text", LLAMA4_VISION, {"vision_tower": "llama4", "mm_projector": "llama4"},
                          tie_from="text"),
     # Qwen2.5-VL (models/qwen2_5_vl): Qwen2_5_VLForConditionalGeneration holds Qwen2.5's language
@@ -862,14 +897,23 @@ def _read_multimodal(src: _Source, data: dict, library, kind: Multimodal):
             name = encoder.fields[key]
             given[name] = (vision_src, key)
             values[name] = _convert(raw, name, key, library, vision_src)
-        elif key in encoder.no_effect or key in encoder.required_flags:
+        elif key in encoder.no_effect or key in encoder.required_flags or key in NO_MEMORY_EFFECT:
             ignored.append(f"vision_config.{shown(key)}")
         elif encoder.mlp_ratio and key == "mlp_ratio":
             continue  # read below
+        elif key in encoder.lists:
+            name = encoder.lists[key][0]
+            if not isinstance(raw, list) or not raw:
+                raise vision_src.error(DomainError, f"vision_config.{key} must be a non-empty list, not "
+                                       f"{_json_shown(raw)}", key)
+            given[name] = (vision_src, key)
+            values[name] = sympy.Integer(len(raw))
         else:
             unknown.append(f"vision_config.{shown(key)}")
     for key, default in encoder.defaults.items():
         values.setdefault(encoder.fields[key], sympy.Integer(default))
+    for name, default in encoder.lists.values():
+        values.setdefault(name, sympy.Integer(default))
     if encoder.mlp_ratio:  # Qwen2VLVisionBlock: int(embed_dim * mlp_ratio)
         ratio = _whole(vision_src, vision, "mlp_ratio", 4, minimum=1)
         values["vision_intermediate_size"] = values["vision_hidden_size"] * ratio
@@ -943,6 +987,10 @@ def _read_text(src: _Source, data: dict, library, model_type: str, prefix: str =
         if "num_key_value_heads" in data:  # FalconConfig's field is num_kv_heads: this one is never read
             special.add("num_key_value_heads")
             unknown.append(prefix + "num_key_value_heads")
+    if model_type == "mllama_text_model" and "cross_attention_layers" in data:
+        special.add("cross_attention_layers")
+        given["cross_attention_layers"] = (src, "cross_attention_layers")
+        values["cross_attention_layers"] = sympy.Integer(len(_layer_list(src, data, "cross_attention_layers")))
     if model_type == "llama4_text":
         special.update(k for k in ("moe_layers", "attention_chunk_size", "no_rope_layers", "no_rope_layer_interval")
                        if k in data)
@@ -1320,6 +1368,19 @@ def _read_chunks(data: dict, values: dict, src: _Source) -> None:
     if chunk is not None and rope_layers:
         values.update(sliding_window=sympy.Integer(chunk), sliding_window_layers=sympy.Integer(rope_layers),
                       local_attention="chunked")
+
+
+def _layer_list(src: _Source, data: dict, key: str) -> list:
+    """A list of distinct layer indices in [0, num_hidden_layers) (Mllama's cross_attention_layers)."""
+    layers, count = data[key], data.get("num_hidden_layers")
+    if not isinstance(layers, list) or any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in layers) \
+            or len(set(layers)) != len(layers):
+        raise src.error(DomainError, f"field '{key}' must be a list of distinct layer indices, not "
+                        f"{_json_shown(layers)}", key)
+    if isinstance(count, int) and not isinstance(count, bool) and any(i >= count for i in layers):
+        raise src.error(DomainError, f"field '{key}' names layer {max(layers)}, past the last of "
+                        f"num_hidden_layers {count}", key)
+    return layers
 
 
 def _check_moe_layers(src: _Source, data: dict) -> None:

@@ -202,6 +202,13 @@ def serving_scenario(scenario: Scenario, engine: str = "vllm", explicit=frozense
         raise UsageError(f"--engine {engine}: the recurrent state of linear-attention (Mamba2, gated DeltaNet) "
                          "layers is modelled for vLLM and SGLang only so far",
                          hint="memform serve MODEL --engine vllm|sglang")
+    if scenario.evaluate("cross_attention_layers") > 0:
+        # vllm-project/vllm PR 24907 (merged 2025-09-15) removed every encoder-decoder model but
+        # Whisper, Mllama among them; SGLang's and TensorRT-LLM's cross-attention pools are not read
+        raise UsageError(f"--engine {engine}: the pools of cross-attention layers (Llama 3.2 Vision) are not "
+                         "modelled (vLLM has served no Mllama since v0.11: PR 24907 removed it)",
+                         hint="memform estimate MODEL --set mode=infer sizes transformers' cache, image states "
+                              "included (images_per_sequence)")
     if engine == "sglang" and scenario.evaluate("attention_layers") == 0:
         raise UsageError("--engine sglang: a model without attention layers has no KV pool to size",
                          hint="memform serve MODEL --engine vllm")

@@ -115,6 +115,16 @@ PUBLISHED = {  # model cards / technical reports; the MoE figures counted by han
     # tung2kg1/AI-Stock-Chart-Analysis llava-1.5-7b-hf/config.json @ 61f63b56 (id 55888235947) with
     # its Windows line endings made LF again: 950 bytes, the size the Hub lists (docs/research/llava.md)
     "llava-1.5-7b-hf": 7_063_427_072,
+    # ASSEMBLED: meta-llama/Llama-3.2-11B-Vision-Instruct.  No copy of the Hub file was found; its
+    # fields are TensorRT-LLM's transcription of the 11B Vision config (tests/unittest/_torch/modeling/
+    # test_modeling_mllama.py LLAMA_3_2_11B_VISION_CONFIG @ 191b07a7, a Python dict of transformers
+    # 4.45's nested dump) with the Instruct file's differences as a llama.cpp developer's notes quote
+    # them: vision_config.image_size 560, eos_token_id [128001, 128008, 128009]
+    # (docs/research/verbatim-configs.md sec. 4).  10,670,220,835: NVIDIA's API-catalog model card
+    # ("Parameters: 10,670,220,835") and a public table of the Hub's safetensors counts (search index
+    # id 12439498600: "meta-llama/llama-3.2-11b-vision-instruct": 10670220835); the 448-pixel
+    # transcription gives 27,279,360 fewer, the position tables of 1,025 instead of 1,601 patches
+    "llama-3.2-11b-vision-instruct": 10_670_220_835,
 }
 #: fields a config holds that memform reports as not understood
 NOT_READ: dict = {}
@@ -189,6 +199,7 @@ def test_config_parameter_count(lib, name):
                                           ("qwen2.5-vl-7b-instruct", "qwen2.5-vl-7b"),
                                           ("qwen2-vl-7b-instruct", "qwen2-vl-7b"),
                                           ("llava-1.5-7b-hf", "llava-1.5-7b"),
+                                          ("llama-3.2-11b-vision-instruct", "llama3.2-11b-vision"),
                                           ("llava-v1.6-mistral-7b-hf", "llava-v1.6-mistral-7b"),
                                           ("nemotron-3-nano-30b-a3b", "nemotron-3-nano-30b-a3b"),
                                           ("qwen3-next-80b-a3b-instruct", "qwen3-next-80b-a3b"),
@@ -203,6 +214,41 @@ def test_config_and_preset_agree(lib, name, preset):
     from_preset = Scenario.create(lib, preset, values=values)
     for rule in ("total", "kv_cache", "activations"):
         assert from_config.evaluate(rule) == from_preset.evaluate(rule), rule
+
+
+def test_mllama_kv_cache_as_transformers_fills_it(lib, tmp_path):
+    # a small Llama 3.2 Vision built by transformers and run once with two 2-tile images per
+    # sequence: its cache holds each self-attention layer's K and V of the text and each
+    # cross-attention layer's K and V of the image states (tiles x (patches + 1) per image)
+    import torch
+    import transformers
+    config = transformers.MllamaConfig(
+        text_config=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=5, num_attention_heads=4,
+                         num_key_value_heads=2, vocab_size=300, cross_attention_layers=[1, 3],
+                         max_position_embeddings=256, pad_token_id=0),
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_global_layers=1,
+                           attention_heads=2, image_size=28, patch_size=14, max_num_tiles=2,
+                           intermediate_layers_indices=[0], vision_output_dim=64,
+                           supported_aspect_ratios=[[1, 1], [1, 2], [2, 1]]),
+        image_token_index=299)
+    torch.manual_seed(0)
+    model = transformers.MllamaForConditionalGeneration(config).eval()
+    batch, images, tiles, seq = 3, 2, 2, 11
+    ids = torch.randint(0, 290, (batch, seq))
+    ids[:, :images] = 299
+    with torch.no_grad():
+        out = model(input_ids=ids, pixel_values=torch.randn(batch, images, tiles, 3, 28, 28),
+                    aspect_ratio_ids=torch.ones(batch, images, dtype=torch.long),
+                    aspect_ratio_mask=torch.ones(batch, images, tiles, dtype=torch.long),
+                    cross_attention_mask=torch.ones(batch, seq, images, tiles, dtype=torch.long), use_cache=True)
+    cache = out.past_key_values
+    measured = sum(t.numel() * t.element_size() for layer in cache.layers for t in (layer.keys, layer.values))
+    config.to_json_file(tmp_path / "config.json")
+    read = read_config(tmp_path / "config.json", lib)
+    s = Scenario.create(lib, None, values={**read.values, "mode": "infer", "micro_batch": batch, "seq_len": seq,
+                                          "images_per_sequence": images, "kv_paging": "none", "kv_dtype": "fp32"})
+    assert s.evaluate("kv_cache") == measured
+    assert s.evaluate("n_params") == sum(p.numel() for p in model.parameters())
 
 
 def test_qwen3_next_checkpoint_holds_one_mtp_layer(lib):

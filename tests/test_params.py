@@ -73,6 +73,9 @@ PUBLISHED = {
     # documentation and a public test (ids 16346900026, 71136150794: 401583781376)
     "llama4-scout": 108_641_793_536,
     "llama4-maverick": 401_583_781_376,
+    # Llama 3.2 11B Vision (Instruct): NVIDIA's API-catalog model card, "Parameters: 10,670,220,835",
+    # and a public table of the Hub's safetensors counts (search index id 12439498600)
+    "llama3.2-11b-vision": 10_670_220_835,
     "starcoder2-3b": 3_030_371_328,
     "falcon-7b": 6_921_720_704,
     "llava-v1.6-mistral-7b": 7_566_747_648,

@@ -165,6 +165,11 @@ def test_serve_errors_are_usage_errors():
     assert code == 2 and "inference" in err
     code, out, _ = run("serve", "llama3.1-8b", "--gpu", "h100-80g", "--tp", "3", "--json")
     assert code == 2 and json.loads(out)["error"]["type"] == "DomainError"  # 3 does not divide 32 heads
+    # vLLM dropped Mllama with its encoder-decoder models (vllm-project/vllm PR 24907); the other
+    # engines' cross-attention pools are not modelled: said, not sized as a text model's
+    for engine in ("vllm", "sglang", "trtllm"):
+        code, _, err = run("serve", "llama3.2-11b-vision", "--gpu", "h100-80g", "--engine", engine)
+        assert code == 2 and "cross-attention" in err
 
 
 def test_serve_that_does_not_fit_exits_1():

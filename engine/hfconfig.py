@@ -383,7 +383,9 @@ def _json_shown(value) -> str:
 
 #: the tokens that decide where a member sits: a string (with the colon after it when it names a
 #: member) and the brackets
-_JSON_TOKENS = re.compile(r'(?P<string>"(?:[^"\\]|\\.)*")(?P<colon>\s*:)?|[{}\[\]]')
+#: a string (the unrolled form "[^"\\]*(?:\\.[^"\\]*)*": one step per run of plain characters, not
+#: one alternation per character, so a 9 MB string scans in milliseconds), or a bracket
+_JSON_TOKENS = re.compile(r'(?P<string>"[^"\\]*(?:\\.[^"\\]*)*")(?P<colon>\s*:)?|[{}\[\]]')
 
 
 @dataclass(frozen=True)
@@ -630,6 +632,8 @@ class Vision:
     mlp_ratio: bool = False
     #: fields that are non-empty lists read as their length: field -> (library name, default)
     lists: dict = field(default_factory=dict)
+    #: true/false fields that set a library option: field -> (option, default where left out)
+    switches: dict = field(default_factory=dict)
 
 
 _ENCODER_FIELDS = {"hidden_size": "vision_hidden_size", "intermediate_size": "vision_intermediate_size",
@@ -642,6 +646,13 @@ SIGLIP = Vision(("siglip_vision_model",), _ENCODER_FIELDS,
                 {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "patch_size": 16,
                  "image_size": 224},
                 frozenset(_ENCODER_NO_EFFECT), required_flags={"vision_use_head": False})
+#: SigLIP as LLaVA builds it (AutoModel over vision_config: SiglipVisionModel with its pooling head
+#: unless vision_use_head is false, the class's default being true; Granite Vision)
+SIGLIP_LLAVA = Vision(("siglip_vision_model",), _ENCODER_FIELDS,
+                      {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "patch_size": 16,
+                       "image_size": 224},
+                      frozenset(_ENCODER_NO_EFFECT | {"projection_dim", "vocab_size"}),
+                      switches={"vision_use_head": ("vision_head", True)})
 #: Qwen2.5-VL's encoder (transformers models/qwen2_5_vl/configuration_qwen2_5_vl.py
 #: Qwen2_5_VLVisionConfig; the Hub's files name it qwen2_5_vl, transformers 5 qwen2_5_vl_vision):
 #: the window, the full-attention blocks and the heads have no parameters; out_hidden_size must be
@@ -688,6 +699,14 @@ MLLAMA_VISION = Vision(("mllama_vision_model",),
                        frozenset(_ENCODER_NO_EFFECT | {"attention_heads", "norm_eps", "intermediate_layers_indices",
                                                        "tie_word_embeddings"}),
                        lists={"supported_aspect_ratios": ("vision_aspect_ratios", 8)})
+#: Pixtral's encoder (transformers models/pixtral/configuration_pixtral.py PixtralVisionConfig): its
+#: rotary positions have no parameters; its heads size the rotary table vLLM caches
+PIXTRAL_VISION = Vision(("pixtral",),
+                        {**_ENCODER_FIELDS, "num_attention_heads": "vision_num_attention_heads"},
+                        {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "patch_size": 16,
+                         "image_size": 1024, "num_attention_heads": 16},
+                        frozenset((_ENCODER_NO_EFFECT - {"num_attention_heads"})
+                                  | {"head_dim", "rope_theta", "rope_parameters"}))
 #: Llama 4's encoder (transformers models/llama4/configuration_llama4.py Llama4VisionConfig); the
 #: pixel shuffle, the rotary table and the projector's bias flag (the code builds none) have no
 #: parameters
@@ -732,6 +751,8 @@ class Multimodal:
     #: the fields it reads
     extra: object = None
     extra_keys: frozenset = frozenset()
+    #: other encoders vision_config may name: (Vision, the library options it sets)
+    vision_alternatives: tuple = ()
 
 
 #: what transformers' config classes assume for a field a text_config leaves out (LLaVA's Hub
@@ -744,9 +765,14 @@ TEXT_CLASS_DEFAULTS = {
                 "num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 131072},
     "qwen2": {"vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 22016, "num_hidden_layers": 32,
               "num_attention_heads": 32, "num_key_value_heads": 32, "max_position_embeddings": 32768},
+    "granite": {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+                "num_attention_heads": 32, "max_position_embeddings": 2048},
 }
-#: the language models LLaVA checkpoints pair with CLIP (llava-hf: Vicuna / Llama 2, Mistral, Qwen2)
-_LLAVA_TEXT = ("llama", "mistral", "qwen2")
+#: the language models LLaVA checkpoints pair with their encoder (llava-hf: Vicuna / Llama 2, Mistral,
+#: Qwen2; IBM's Granite Vision: Granite)
+_LLAVA_TEXT = ("llama", "mistral", "qwen2", "granite")
+#: LLaVA's encoders besides CLIP: SigLIP (Granite Vision)
+_LLAVA_ENCODERS = ((SIGLIP_LLAVA, {"vision_tower": "siglip"}),)
 _LLAVA_FIELDS = frozenset({"vision_feature_layer", "multimodal_projector_bias", "vision_feature_select_strategy"})
 #: LlavaNextConfig's image_grid_pinpoints where a config leaves it out
 LLAVA_NEXT_PINPOINTS = [[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]]
@@ -756,22 +782,36 @@ _LLAVA_NO_EFFECT = frozenset({"vocab_size", "ignore_index", "projector_hidden_ac
                               "image_token_index", "image_token_id", "image_seq_length"})
 
 
-def _read_llava(src: "_Source", data: dict, values: dict, given: dict) -> None:
-    """LLaVA's own top-level fields: how many encoder layers the projector reads
-    (vision_feature_layer, an index or a list of them), its biases, and the text tokens one
-    image becomes: (image_size / patch_size)^2 patches, the class token too under
-    vision_feature_select_strategy "full" (LlavaProcessor); LLaVA-NeXT adds its largest
-    grid of image_grid_pinpoints, each row ending in image_newline (LlavaNextProcessor)."""
-    if "vocab_size" in data:  # deprecated and not read (the embedding is text_config's), but not garbage
-        _whole(src, data, "vocab_size", None, minimum=1)
-    layer = data.get("vision_feature_layer", -2)
+def _feature_layers(src: "_Source", layer) -> list:
+    """vision_feature_layer as a list: the encoder layers (indices) a projector reads."""
     layers = layer if isinstance(layer, list) else [layer]
     if not layers or any(isinstance(i, bool) or not isinstance(i, int) for i in layers):
         raise src.error(DomainError, "field 'vision_feature_layer' must be a layer index or a non-empty list of "
                         f"them, not {_json_shown(layer)}", "vision_feature_layer")
+    return layers
+
+
+def _read_llava(src: "_Source", data: dict, values: dict, given: dict) -> None:
+    """LLaVA's own top-level fields: how many encoder layers the projector reads
+    (vision_feature_layer, an index or a list of them), its biases, and the text tokens one
+    image becomes: (image_size / patch_size)^2 patches, CLIP's class token too under
+    vision_feature_select_strategy "full", SigLIP's first patch dropped under "default"
+    (LlavaProcessor; SigLIP has no class token); LLaVA-NeXT adds its largest
+    grid of image_grid_pinpoints, each row ending in image_newline (LlavaNextProcessor)."""
+    if "vocab_size" in data:  # deprecated and not read (the embedding is text_config's), but not garbage
+        _whole(src, data, "vocab_size", None, minimum=1)
+    layer = data.get("vision_feature_layer", -2)
+    layers = _feature_layers(src, layer)
     values["vision_feature_layers"] = sympy.Integer(len(layers))
+    encoder_layers = int(values["vision_num_hidden_layers"])
+    depth = max(i + encoder_layers + 1 if i < 0 else i for i in layers)  # vLLM's get_layer_index
+    if not 0 <= depth <= encoder_layers:
+        raise src.error(DomainError, f"vision_feature_layer {_json_shown(layer)} names a layer the encoder's "
+                        f"{encoder_layers} do not have", "vision_feature_layer")
+    values["vision_feature_depth"] = sympy.Integer(depth)
     if "vision_feature_layer" in data:
         given["vision_feature_layers"] = (src, "vision_feature_layer")
+        given["vision_feature_depth"] = (src, "vision_feature_layer")
     bias = _flag(src, data, "multimodal_projector_bias", True)
     values["mm_projector_bias"] = "true" if bias else "false"
     if "multimodal_projector_bias" in data:
@@ -783,7 +823,8 @@ def _read_llava(src: "_Source", data: dict, values: dict, given: dict) -> None:
     side = int(values["vision_image_size"]) // int(values["vision_patch_size"])
     if side < 1:
         raise src.error(DomainError, "vision_config.image_size is smaller than its patch_size", "vision_config")
-    tokens = side * side + (1 if strategy == "full" else 0)
+    # CLIP's class token is kept under "full"; SigLIP has none, and "default" drops the first token
+    tokens = side * side + (1 if values["vision_tower"] == "clip" else 0) - (1 if strategy == "default" else 0)
     if values["mm_projector"] == "llava_next":  # the base image and the largest grid of tiles
         tile = int(values["vision_image_size"])
         grid = data.get("image_grid_pinpoints", LLAVA_NEXT_PINPOINTS)
@@ -792,8 +833,31 @@ def _read_llava(src: "_Source", data: dict, values: dict, given: dict) -> None:
                 or any(isinstance(v, bool) or not isinstance(v, int) or v < tile for v in pair) for pair in grid):
             raise src.error(DomainError, "field 'image_grid_pinpoints' must be a non-empty list of [height, width] "
                             f"pairs of at least the image_size ({tile})", "image_grid_pinpoints")
-        tokens += max(side * (h // tile) * side * (w // tile) + side * (h // tile) for h, w in grid)
+        extra, h, w = max((side * (h // tile) * side * (w // tile) + side * (h // tile), h, w) for h, w in grid)
+        tokens += extra
+        # the image vLLM's profile run takes is the one with the most tokens; its encoder input is
+        # the base image and the grid's crops (LlavaNextProcessingInfo.get_image_size_with_most_features)
+        values["mm_tiles_per_image"] = sympy.Integer(1 + (h // tile) * (w // tile))
     values["mm_tokens_per_image"] = sympy.Integer(tokens)
+
+
+def _read_mistral3(src: "_Source", data: dict, values: dict, given: dict) -> None:
+    """Mistral 3's own top-level fields: the encoder layers the projector reads, its biases, and the
+    tokens of the largest image: (image_size / (patch_size x spatial_merge_size))^2 (vLLM's Pixtral
+    processor: a row of merged patches per image row, the break tokens not embedded)."""
+    layers = _feature_layers(src, data.get("vision_feature_layer", -1))
+    values["vision_feature_layers"] = sympy.Integer(len(layers))
+    if "vision_feature_layer" in data:
+        given["vision_feature_layers"] = (src, "vision_feature_layer")
+    values["mm_projector_bias"] = "true" if _flag(src, data, "multimodal_projector_bias", True) else "false"
+    if "multimodal_projector_bias" in data:
+        given["mm_projector_bias"] = (src, "multimodal_projector_bias")
+    merge = _whole(src, data, "spatial_merge_size", 2, minimum=1)
+    values["vision_spatial_merge_size"] = sympy.Integer(merge)
+    if "spatial_merge_size" in data:
+        given["vision_spatial_merge_size"] = (src, "spatial_merge_size")
+    side = -(-int(values["vision_image_size"]) // (int(values["vision_patch_size"]) * merge))
+    values["mm_tokens_per_image"] = sympy.Integer(side * side)
 
 
 #: Gemma 3 (transformers models/gemma3): Gemma3ForConditionalGeneration holds a Gemma3TextModel,
@@ -810,6 +874,13 @@ MULTIMODAL = {
     # each part reads its own tie_word_embeddings
     "mllama": Multimodal("mllama_text_model", MLLAMA_VISION, {"vision_tower": "mllama", "mm_projector": "mllama"},
                          tie_from="text"),
+    # Mistral Small 3.1 (models/mistral3): Mistral3ForConditionalGeneration holds Mistral's language
+    # model, the Pixtral encoder and the patch-merging projector; the checkpoint's output head is its
+    # own (text_config's tie_word_embeddings; transformers 5 ties it only where the top level says so)
+    "mistral3": Multimodal("mistral", PIXTRAL_VISION, {"vision_tower": "pixtral", "mm_projector": "mistral3"},
+                           tie_from="text", no_effect=frozenset({"projector_hidden_act"}), extra=_read_mistral3,
+                           extra_keys=frozenset({"vision_feature_layer", "multimodal_projector_bias",
+                                                 "spatial_merge_size"})),
     "llama4": Multimodal("llama4_text", LLAMA4_VISION, {"vision_tower": "llama4", "mm_projector": "llama4"},
                          tie_from="text"),
     # Qwen2.5-VL (models/qwen2_5_vl): Qwen2_5_VLForConditionalGeneration holds Qwen2.5's language
@@ -825,11 +896,12 @@ MULTIMODAL = {
     # top-level vocab_size is not read (the embedding is text_config.vocab_size)
     "llava": Multimodal("llama", CLIP, {"vision_tower": "clip", "mm_projector": "llava"}, tie_from="either",
                         text_types=_LLAVA_TEXT, no_effect=_LLAVA_NO_EFFECT, extra=_read_llava,
-                        extra_keys=_LLAVA_FIELDS),
+                        extra_keys=_LLAVA_FIELDS, vision_alternatives=_LLAVA_ENCODERS),
     # LlavaNextConfig copies no tie_word_embeddings up from text_config: only the top level ties
     "llava_next": Multimodal("llama", CLIP, {"vision_tower": "clip", "mm_projector": "llava_next"},
                              tie_from="outer", text_types=_LLAVA_TEXT, no_effect=_LLAVA_NO_EFFECT,
-                             extra=_read_llava, extra_keys=_LLAVA_FIELDS | {"image_grid_pinpoints"}),
+                             extra=_read_llava, extra_keys=_LLAVA_FIELDS | {"image_grid_pinpoints"},
+                             vision_alternatives=_LLAVA_ENCODERS),
 }
 #: top-level fields of a vision-language config with no memory effect (token ids of the image markers)
 MULTIMODAL_NO_EFFECT = {"boi_token_index", "eoi_token_index", "image_token_index", "image_token_id",
@@ -874,6 +946,10 @@ def _read_multimodal(src: _Source, data: dict, library, kind: Multimodal):
     vision = _object(src, data, "vision_config")
     vision_src = src.within("vision_config")
     encoder = kind.vision
+    for alternative, options in kind.vision_alternatives:  # LLaVA: CLIP, or SigLIP (Granite Vision)
+        if vision.get("model_type") in alternative.model_types:
+            encoder = alternative
+            values.update(options)
     types = encoder.model_types
     if vision.get("model_type", types[0]) not in types:
         raise vision_src.error(DomainError, f"vision_config.model_type {_json_shown(vision['model_type'])} is "
@@ -901,6 +977,10 @@ def _read_multimodal(src: _Source, data: dict, library, kind: Multimodal):
             ignored.append(f"vision_config.{shown(key)}")
         elif encoder.mlp_ratio and key == "mlp_ratio":
             continue  # read below
+        elif key in encoder.switches:
+            name = encoder.switches[key][0]
+            given[name] = (vision_src, key)
+            values[name] = "true" if _flag(vision_src, vision, key, None) else "false"
         elif key in encoder.lists:
             name = encoder.lists[key][0]
             if not isinstance(raw, list) or not raw:
@@ -914,6 +994,8 @@ def _read_multimodal(src: _Source, data: dict, library, kind: Multimodal):
         values.setdefault(encoder.fields[key], sympy.Integer(default))
     for name, default in encoder.lists.values():
         values.setdefault(name, sympy.Integer(default))
+    for name, default in encoder.switches.values():
+        values.setdefault(name, "true" if default else "false")
     if encoder.mlp_ratio:  # Qwen2VLVisionBlock: int(embed_dim * mlp_ratio)
         ratio = _whole(vision_src, vision, "mlp_ratio", 4, minimum=1)
         values["vision_intermediate_size"] = values["vision_hidden_size"] * ratio

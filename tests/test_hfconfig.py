@@ -161,6 +161,15 @@ META_ONLY = (
     # (GRANITE_H_TINY_HF, docs/research/hybrid-state.md sec. 4.4) in a granitemoehybrid config's
     # layout; llama.cpp prints "model params = 6.94 B" for it (koboldcpp issue 1781)
     "granite-4.0-h-tiny",
+    # mistralai/Mistral-Small-3.1-24B-Instruct-2503's config.json as a public C++ test embeds it,
+    # "Verbatim Mistral-Small-3.1-24B-Instruct-2503 config.json" (search index id 54705818534; the
+    # architectures list on one line, so not byte for byte); no exact count is published
+    "mistral-small-3.1-24b-instruct-2503",
+    # ASSEMBLED: ibm-granite/granite-vision-3.3-2b, each field from a public source
+    # (docs/research/vllm-encoders.md sec. 2.2: llama.cpp's Granite Vision notes, the Hub page of
+    # granite-vision-3.1-2b-preview's config.json, Granite 3.1 2B's text config; vocab_size 49156
+    # assumed); vLLM's startup log confirms the budget of 8,289 tokens ("full", the 3840 x 384 crops)
+    "granite-vision-3.3-2b",
     # state-spaces/mamba2-780m in transformers' layout as a loader's test quotes "the real
     # checkpoint's declaration, verbatim where it matters" (search id 60432393774); its
     # time_step_limit's Infinity as json.dumps writes it
@@ -200,6 +209,8 @@ def test_config_parameter_count(lib, name):
                                           ("qwen2-vl-7b-instruct", "qwen2-vl-7b"),
                                           ("llava-1.5-7b-hf", "llava-1.5-7b"),
                                           ("llama-3.2-11b-vision-instruct", "llama3.2-11b-vision"),
+                                          ("mistral-small-3.1-24b-instruct-2503", "mistral-small-3.1-24b"),
+                                          ("granite-vision-3.3-2b", "granite-vision-3.3-2b"),
                                           ("llava-v1.6-mistral-7b-hf", "llava-v1.6-mistral-7b"),
                                           ("nemotron-3-nano-30b-a3b", "nemotron-3-nano-30b-a3b"),
                                           ("qwen3-next-80b-a3b-instruct", "qwen3-next-80b-a3b"),
@@ -311,6 +322,11 @@ def meta_tensors(text, tmp_path):
     # a vision-language model whole (AutoModelForCausalLM builds Llama 4's language model alone)
     auto = transformers.AutoModelForImageTextToText if config.model_type in MULTIMODAL else \
         transformers.AutoModelForCausalLM
+    if config.model_type == "mistral3":
+        # transformers 5 ties Mistral 3's head where the top level leaves tie_word_embeddings out;
+        # the checkpoint ships its own lm_head [131072, 5120], which vLLM loads (its startup log,
+        # tests/published/vllm_serving.json) and transformers 4.x kept untied
+        config.tie_word_embeddings = False
     with torch.device("meta"):
         model = auto.from_config(config)
     tensors = list(model.parameters())
@@ -633,12 +649,22 @@ def test_llava_image_tokens(lib, tmp_path):
     tokens = lambda data: read_config(write(tmp_path, data), lib).values["mm_tokens_per_image"]
     assert tokens(LLAVA) == 576 and tokens({**LLAVA, "vision_feature_select_strategy": "full"}) == 577
     assert tokens(LLAVA_NEXT) == 2_928
+    # SigLIP has no class token: "full" keeps the patches, "default" drops the first (Granite
+    # Vision's 8,289 tokens, vLLM's logged budget: 729 + 10 crops' 7,290 + 270 newlines)
+    siglip = {**LLAVA_NEXT, "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 1152,
+                                               "intermediate_size": 4304, "num_hidden_layers": 27,
+                                               "patch_size": 14, "image_size": 384},
+              "image_grid_pinpoints": [[3840, 384], [384, 3840], [1920, 768]]}
+    assert tokens({**siglip, "vision_feature_select_strategy": "full"}) == 8_289
+    assert tokens(siglip) == 8_288
     assert tokens({**LLAVA_NEXT, "image_grid_pinpoints": [[336, 1008]]}) == 576 + 24 * 72 + 24
 
 
 @pytest.mark.parametrize("change, says", [
     ({"vision_feature_layer": []}, "field 'vision_feature_layer' must be a layer index or a non-empty list"),
     ({"vision_feature_layer": "-2"}, "field 'vision_feature_layer' must be a layer index"),
+    ({"vision_feature_layer": [-2, 30]}, "vision_feature_layer [-2, 30] names a layer the encoder's 24 do not have"),
+    ({"vision_feature_layer": -26}, "vision_feature_layer -26 names a layer"),
     ({"multimodal_projector_bias": 1}, "field 'multimodal_projector_bias' must be true or false"),
     ({"vision_feature_select_strategy": "cls"}, "vision_feature_select_strategy \"cls\" is not 'default' or 'full'"),
     ({"text_config": {**LLAVA["text_config"], "model_type": "gpt2"}}, "text_config.model_type \"gpt2\" is not one of"),

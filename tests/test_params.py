@@ -76,6 +76,13 @@ PUBLISHED = {
     # Llama 3.2 11B Vision (Instruct): NVIDIA's API-catalog model card, "Parameters: 10,670,220,835",
     # and a public table of the Hub's safetensors counts (search index id 12439498600)
     "llama3.2-11b-vision": 10_670_220_835,
+    # Mistral Small 3.1: no published exact count found; transformers' model on the meta device
+    # (tests/test_hfconfig.py), which vLLM's logged 'Model loading took 44.76 GiB' confirms
+    # (tests/published/vllm_serving.json)
+    "mistral-small-3.1-24b": 24_011_361_280,
+    # Granite Vision 3.3 2B: no published exact count found; transformers' model on the meta device
+    # from the assembled config (its SigLIP pooling head included: vision_use_head is left out)
+    "granite-vision-3.3-2b": 2_975_396_928,
     "starcoder2-3b": 3_030_371_328,
     "falcon-7b": 6_921_720_704,
     "llava-v1.6-mistral-7b": 7_566_747_648,

@@ -1032,3 +1032,20 @@ def test_layout_fields_are_validated_where_they_stand(lib, tmp_path, name, part,
     else:
         data[field] = value
     assert says in raises(lib, write(tmp_path, data), DomainError)
+
+
+MLLAMA = json.loads((CONFIGS / "llama-3.2-11b-vision-instruct.json").read_text())
+
+
+@pytest.mark.parametrize("text_change, vision_change, says", [
+    ({"cross_attention_layers": [3, 3]}, {}, "field 'cross_attention_layers' must be a list of distinct layer indices"),
+    ({"cross_attention_layers": [3, -1]}, {}, "field 'cross_attention_layers' must be a list of distinct layer indices"),
+    ({"cross_attention_layers": "3"}, {}, "field 'cross_attention_layers' must be a list of distinct layer indices"),
+    ({"cross_attention_layers": [3, 40]}, {}, "names layer 40, past the last of num_hidden_layers 40"),
+    ({}, {"supported_aspect_ratios": []}, "vision_config.supported_aspect_ratios must be a non-empty list"),
+    ({}, {"supported_aspect_ratios": 8}, "vision_config.supported_aspect_ratios must be a non-empty list"),
+])
+def test_mllama_bad_fields_are_located(lib, tmp_path, text_change, vision_change, says):
+    data = {**MLLAMA, "text_config": {**MLLAMA["text_config"], **text_change},
+            "vision_config": {**MLLAMA["vision_config"], **vision_change}}
+    assert says in raises(lib, write(tmp_path, data), DomainError)

@@ -98,6 +98,18 @@ def test_cuda_graph_pool_and_enforce_eager(lib):
     assert serve(eager, formulas=False, explicit={"seq_len"}).rules["kv_cache_memory"] == base
 
 
+def test_mla_down_projections_are_whole_on_every_rank(lib):
+    # vLLM 0.19 deepseek_v2.py: fused_qkv_a_proj (hidden -> q_lora_rank + kv_lora_rank + rope key)
+    # is built with disable_tp=True and q_a_layernorm / kv_a_layernorm are RMSNorms: at tp = 8 each
+    # rank holds them whole beside its eighth of everything else. DeepSeek-V3 in bf16: 61 layers,
+    # 7168 x (1536 + 512 + 64) each, and the 1536 + 512 norm weights
+    s = Scenario.create(lib, "deepseek-v3", values={"mode": "infer", "serving_engine": "vllm", "tp": 8,
+                                                    "weight_dtype": "bf16"})
+    whole = s.evaluate("vllm_weights") - s.with_values(attention_type="gqa").evaluate("vllm_weights")
+    split = s.evaluate("weights") - s.with_values(attention_type="gqa").evaluate("weights")
+    assert whole - split == 61 * (7168 * 2112 + 1536 + 512) * 2 * Fraction(7, 8)
+
+
 def test_tp_splits_weights_and_kv_heads(lib):
     # Llama-3.1-70B at tp = 4 on H100: each GPU caches 2 of the 8 KV heads over 80 layers
     s = Scenario.create(lib, "llama3.1-70b", "h100-80g", values={"seq_len": 8192, "tp": 4})

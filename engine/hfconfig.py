@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from fractions import Fraction
 from itertools import accumulate
@@ -648,11 +648,8 @@ SIGLIP = Vision(("siglip_vision_model",), _ENCODER_FIELDS,
                 frozenset(_ENCODER_NO_EFFECT), required_flags={"vision_use_head": False})
 #: SigLIP as LLaVA builds it (AutoModel over vision_config: SiglipVisionModel with its pooling head
 #: unless vision_use_head is false, the class's default being true; Granite Vision)
-SIGLIP_LLAVA = Vision(("siglip_vision_model",), _ENCODER_FIELDS,
-                      {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "patch_size": 16,
-                       "image_size": 224},
-                      frozenset(_ENCODER_NO_EFFECT | {"projection_dim", "vocab_size"}),
-                      switches={"vision_use_head": ("vision_head", True)})
+SIGLIP_LLAVA = replace(SIGLIP, no_effect=SIGLIP.no_effect | {"projection_dim", "vocab_size"},
+                       required_flags={}, switches={"vision_use_head": ("vision_head", True)})
 #: Qwen2.5-VL's encoder (transformers models/qwen2_5_vl/configuration_qwen2_5_vl.py
 #: Qwen2_5_VLVisionConfig; the Hub's files name it qwen2_5_vl, transformers 5 qwen2_5_vl_vision):
 #: the window, the full-attention blocks and the heads have no parameters; out_hidden_size must be
@@ -791,6 +788,13 @@ def _feature_layers(src: "_Source", layer) -> list:
     return layers
 
 
+def _read_projector_bias(src: "_Source", data: dict, values: dict, given: dict) -> None:
+    """multimodal_projector_bias (true where it is left out: LlavaConfig, Mistral3Config)."""
+    values["mm_projector_bias"] = "true" if _flag(src, data, "multimodal_projector_bias", True) else "false"
+    if "multimodal_projector_bias" in data:
+        given["mm_projector_bias"] = (src, "multimodal_projector_bias")
+
+
 def _read_llava(src: "_Source", data: dict, values: dict, given: dict) -> None:
     """LLaVA's own top-level fields: how many encoder layers the projector reads
     (vision_feature_layer, an index or a list of them), its biases, and the text tokens one
@@ -812,10 +816,7 @@ def _read_llava(src: "_Source", data: dict, values: dict, given: dict) -> None:
     if "vision_feature_layer" in data:
         given["vision_feature_layers"] = (src, "vision_feature_layer")
         given["vision_feature_depth"] = (src, "vision_feature_layer")
-    bias = _flag(src, data, "multimodal_projector_bias", True)
-    values["mm_projector_bias"] = "true" if bias else "false"
-    if "multimodal_projector_bias" in data:
-        given["mm_projector_bias"] = (src, "multimodal_projector_bias")
+    _read_projector_bias(src, data, values, given)
     strategy = data.get("vision_feature_select_strategy", "default")
     if strategy not in ("default", "full"):
         raise src.error(DomainError, f"vision_feature_select_strategy {_json_shown(strategy)} is not 'default' or "
@@ -849,9 +850,7 @@ def _read_mistral3(src: "_Source", data: dict, values: dict, given: dict) -> Non
     values["vision_feature_layers"] = sympy.Integer(len(layers))
     if "vision_feature_layer" in data:
         given["vision_feature_layers"] = (src, "vision_feature_layer")
-    values["mm_projector_bias"] = "true" if _flag(src, data, "multimodal_projector_bias", True) else "false"
-    if "multimodal_projector_bias" in data:
-        given["mm_projector_bias"] = (src, "multimodal_projector_bias")
+    _read_projector_bias(src, data, values, given)
     merge = _whole(src, data, "spatial_merge_size", 2, minimum=1)
     values["vision_spatial_merge_size"] = sympy.Integer(merge)
     if "spatial_merge_size" in data:

@@ -187,6 +187,9 @@ def _check_options(scenario):
                          "transformers counterpart", hint="--set recompute=none or recompute=full")
     if opt("finetune") != "full" or opt("offload") != "none":
         raise UsageError("measure trains every parameter on the GPU (finetune=full, offload=none)")
+    if opt("torch_compile") == "model":
+        raise UsageError("measure compiles each decoder layer (torch_compile=blocks), not the whole model",
+                         hint="--set torch_compile=blocks")
     for name in ("dp", "tp", "pp", "cp", "ep", "etp"):
         if int(scenario.evaluate(name)) != 1:
             raise UsageError(f"measure runs one process: {name} must be 1")
@@ -262,6 +265,24 @@ def _checkpoint(torch, model, scenario) -> None:
             torch.nn.ModuleList(Group(list(layers)[i:i + group]) for i in range(0, len(layers), group)))
 
 
+def _compile_layers(torch, model) -> list:
+    """torch.compile each decoder layer, as torchtitan, torchtune and accelerate's regional
+    compilation do (the embedding, final norm, head and loss stay eager), with the partitioner
+    Inductor splits training graphs with.  The backend runs the split graphs eagerly (no C++
+    compiler needed): what is saved for backward is Inductor's, the temporaries of a step are
+    not, so no peak is profiled.  Returns what puts the eager layers back."""
+    from transformers.modeling_layers import GradientCheckpointingLayer
+    torch._dynamo.reset()  # a fresh compile per model (dynamo's recompile limit counts per code object)
+    undo = []
+    for module in list(model.modules()):
+        if isinstance(module, torch.nn.ModuleList) and len(module) and \
+                all(isinstance(x, GradientCheckpointingLayer) for x in module):
+            for i, layer in enumerate(module):
+                module[i] = torch.compile(layer, backend="aot_eager_decomp_partition", dynamic=False)
+                undo.append((module, i, layer))
+    return undo
+
+
 def _run(scenario, family: str, peak: bool = True) -> dict:
     import torch
     import transformers
@@ -280,6 +301,8 @@ def _run(scenario, family: str, peak: bool = True) -> dict:
     model.train()
     if scenario.option("recompute") == "full":
         _checkpoint(torch, model, scenario)
+    compiled = scenario.option("torch_compile") == "blocks"
+    undo = _compile_layers(torch, model) if compiled else []
     params = list(model.parameters())
     param_storages = {p.untyped_storage().data_ptr() for p in params}
     out = {"n_params": sum(p.numel() for p in params),
@@ -330,9 +353,11 @@ def _run(scenario, family: str, peak: bool = True) -> dict:
         if opt is not None:
             opt.step()
 
-    if peak:
+    if peak and not compiled:
         out["peak"] = _peak_bytes(torch, step)
     del opt
+    for module, i, layer in undo:  # the KV cache with the eager layers
+        module[i] = layer
     model.zero_grad(set_to_none=True)
     model.eval()  # noqa: eval-ok (torch.nn.Module.eval: inference mode, not Python eval)
     with torch.no_grad():

@@ -232,6 +232,7 @@ def test_cli_measure_json(config_files):
     ("precision=fp8_mixed", "measure runs precision fp32, bf16 (pure) or bf16_mixed"),
     ("recompute=selective", "selective has no transformers counterpart"),
     ("tp=2", "tp must be 1"),
+    ("torch_compile=model", "not the whole model"),
 ])
 def test_cli_measure_rejects_what_it_cannot_run(config_files, setting, message):
     code, out, err = cli("measure", str(config_files["llama"]), "--set", "precision=fp32", setting)
@@ -330,3 +331,84 @@ def test_checkpointing_fewer_layers_keeps_more(lib, four_layer_files):
     predicted = [m.predicted["saved_for_backward"] for m in saved]
     assert measured == sorted(measured, reverse=True) and len(set(measured)) == 4
     assert predicted == sorted(predicted, reverse=True) and len(set(predicted)) == 4
+
+
+# ---------------------------------------------------------------- torch.compile
+# measure --set torch_compile=blocks compiles each decoder layer with the partitioner Inductor
+# splits training graphs with (backend aot_eager_decomp_partition, which runs the split graphs
+# eagerly): what torch saves for backward is then Inductor's choice, measured, not derived.
+#: (family, precision) -> bound where a gap is known, and why; every other pair is held to 0.5 %
+COMPILED_GAPS = {
+    # one hidden-size working-dtype tensor per layer more than memform counts in the shared-expert
+    # MoE block under autocast (not identified)
+    ("qwen2_moe", "bf16_mixed"): 0.035,
+}
+
+
+@pytest.fixture(scope="module")
+def compiled_table(lib, config_files):
+    rows = []
+    for family in sorted(CONFIGS):
+        for precision in ("bf16", "bf16_mixed"):
+            eager = run_measure(lib, config_files[family], micro_batch=4, seq_len=64, precision=precision)
+            compiled = run_measure(lib, config_files[family], micro_batch=4, seq_len=64, precision=precision,
+                                   torch_compile="blocks")
+            rows.append((family, precision, eager, compiled))
+    return rows
+
+
+def test_compiled_blocks_keep_what_inductors_partitioner_saves(compiled_table, capsys):
+    """Compiled, a norm keeps its input and reciprocal RMS, a gated MLP its gate, up and product,
+    autocast one cast per normalised input, a pre-norm MLP's input the attention projection's
+    output: 21-50 % less than eager, held to 0.5 % (the final norm, outside the blocks, eager)."""
+    with capsys.disabled():
+        print("\ncompiled   precision    saved eager: measured   compiled: memform   measured   error")
+        for family, precision, eager, compiled in compiled_table:
+            print(f"{family:11} {precision:11} {eager.measured['saved_for_backward']:19,} "
+                  f"{compiled.predicted['saved_for_backward']:18,} {compiled.measured['saved_for_backward']:10,} "
+                  f"{100 * compiled.error('saved_for_backward'):+6.2f} %")
+    for family, precision, eager, compiled in compiled_table:
+        assert compiled.measured["saved_for_backward"] < 0.85 * eager.measured["saved_for_backward"]
+        bound = COMPILED_GAPS.get((family, precision), 0.005)
+        assert abs(compiled.error("saved_for_backward")) <= bound, (family, precision, compiled.predicted,
+                                                                   compiled.measured)
+        assert "peak" not in compiled.measured  # the eager backend's temporaries are not Inductor's
+
+
+def test_compiled_eager_attention_keeps_scores_and_probabilities_in_bf16(lib, config_files):
+    # the scores before the mask and the probabilities, both bf16, with the softmax's row maximum
+    # and sum (eager: the fp32 softmax and its bf16 copy); what memform leaves out is the causal
+    # mask the compiled graph also keeps, once per micro-batch (b s^2 in bf16: 2 % here)
+    m = run_measure(lib, config_files["llama"], micro_batch=4, seq_len=64, precision="bf16", attention="eager",
+                    torch_compile="blocks")
+    assert abs(m.error("saved_for_backward")) <= 0.025, (m.predicted, m.measured)
+
+
+def test_a_compiled_cross_entropy_keeps_the_bf16_logits(lib):
+    # torch.compile'd F.cross_entropy over bf16 logits (torchtitan's compiled loss): what it saves
+    # is measured; memform's logits with loss_kernel = compiled are the bf16 logits themselves
+    import torch.nn.functional as F
+    b, s, vocab = 2, 48, 1000
+
+    def loss_fn(pred, labels):
+        return F.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))
+    torch._dynamo.reset()
+    compiled = torch.compile(loss_fn, backend="aot_eager_decomp_partition")
+    pred = torch.randn(b, s, vocab, dtype=torch.bfloat16, requires_grad=True)
+    labels = torch.randint(0, vocab, (b, s))
+    saved = {}
+
+    def pack(t):
+        saved[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = compiled(pred, labels)
+    loss.backward()
+    assert pred.grad.dtype == torch.bfloat16
+    scenario = Scenario.create(lib, "gpt2", values=dict(vocab_size=vocab, micro_batch=b, seq_len=s, precision="bf16",
+                                                        loss_kernel="compiled"))
+    predicted = int(scenario.evaluate("logits_tensor"))
+    measured = sum(saved.values())  # the logits, the labels and two fp32 values per row
+    assert predicted <= measured <= 1.02 * predicted, (predicted, measured)
+    eager = Scenario.create(lib, "gpt2", values=dict(vocab_size=vocab, micro_batch=b, seq_len=s, precision="bf16"))
+    assert int(eager.evaluate("logits_tensor")) == 2 * predicted  # eager: the fp32 log-probabilities

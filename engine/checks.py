@@ -95,7 +95,12 @@ def _rename(expr: sympy.Basic, names: dict) -> sympy.Basic:
 
 def _rebuilt(node: sympy.Basic, args: list) -> sympy.Basic:
     """``node`` over new arguments without sympy's evaluation (renaming symbols changes
-    nothing it would simplify; Piecewise re-folds its conditions, in unbounded time)."""
+    nothing it would simplify; Piecewise re-folds its conditions, in unbounded time), except
+    sums, products and powers: renamed symbols sort differently, and sympy's cse takes their
+    arguments to be in canonical order (over an unevaluated, re-sorted product it substituted a
+    wrong common factor: memform check reported a negative total for Granite 4.0-H Tiny)."""
+    if node.func in (sympy.Add, sympy.Mul, sympy.Pow):
+        return node.func(*args)
     try:
         return node.func(*args, evaluate=False)
     except TypeError:  # a class without the evaluate option

@@ -185,8 +185,14 @@ def _check_options(scenario):
     if opt("recompute") == "selective":
         raise UsageError("measure maps recompute=full to gradient checkpointing; selective has no "
                          "transformers counterpart", hint="--set recompute=none or recompute=full")
-    if opt("finetune") != "full" or opt("offload") != "none":
-        raise UsageError("measure trains every parameter on the GPU (finetune=full, offload=none)")
+    if opt("finetune") == "qlora" or opt("offload") != "none":
+        raise UsageError("measure trains on the GPU every parameter or LoRA adapters on a base in the working "
+                         "dtype (finetune=full or lora, offload=none)")
+    if opt("finetune") == "lora" and opt("precision") not in ("fp32", "bf16"):
+        raise UsageError("measure runs LoRA on a base in fp32 or bf16 (no autocast)", hint="--set precision=bf16")
+    if opt("finetune") == "lora" and scenario.evaluate("lora_dropout") != 0:
+        raise UsageError("measure runs LoRA without dropout (on the CPU PyTorch's dropout keeps an fp32 mask, "
+                         "on a GPU one byte)", hint="--set lora_dropout=0")
     if opt("torch_compile") == "model":
         raise UsageError("measure compiles each decoder layer (torch_compile=blocks), not the whole model",
                          hint="--set torch_compile=blocks")
@@ -283,6 +289,30 @@ def _compile_layers(torch, model) -> list:
     return undo
 
 
+#: memform lora_targets -> PEFT target_modules of the transformers models measure builds (a
+#: string is a regular expression over module names; GPT-2's fused c_attn holds q, k and v)
+LORA_TARGETS = {"qv": ["q_proj", "v_proj"], "attention": ["q_proj", "k_proj", "v_proj", "o_proj"],
+                "all_linear": "all-linear"}
+GPT2_LORA_TARGETS = {"qv": ["c_attn"], "attention": r".*\.attn\.(c_attn|c_proj)", "all_linear": "all-linear"}
+
+
+def _apply_lora(scenario, model, family: str):
+    """PEFT's LoRA as get_peft_model applies it: adapters of rank lora_rank on the projections
+    lora_targets names, in fp32 (PEFT's autocast_adapter_dtype, lora_dtype auto or fp32) or in the
+    model's dtype, the base frozen."""
+    try:
+        from peft import LoraConfig, get_peft_model
+    except ImportError as exc:
+        raise UsageError(f"measuring LoRA needs peft ({exc.name} is not installed)",
+                         hint="pip install 'memform[torch]'") from None
+    rank = int(scenario.evaluate("lora_rank"))
+    config = LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0,
+                        target_modules=(GPT2_LORA_TARGETS if family == "gpt2" else LORA_TARGETS)[
+                            scenario.option("lora_targets")])
+    upcast = int(scenario.evaluate("lora_adapter_bytes")) == 4
+    return get_peft_model(model, config, autocast_adapter_dtype=upcast)
+
+
 def _run(scenario, family: str, peak: bool = True) -> dict:
     import torch
     import transformers
@@ -298,6 +328,8 @@ def _run(scenario, family: str, peak: bool = True) -> dict:
     torch.manual_seed(0)
     transformers.logging.set_verbosity_error()
     model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attn).to(dtype)
+    if scenario.option("finetune") == "lora":
+        model = _apply_lora(scenario, model, family)
     model.train()
     if scenario.option("recompute") == "full":
         _checkpoint(torch, model, scenario)

@@ -191,3 +191,34 @@ def test_show_expands_a_rebound_target_under_the_new_binding():
     code, out, err = run("show", "frozen_base_bytes", "llama2-7b", "--set", "finetune=qlora",
                          "--set", "quant_scope=all")
     assert code == 0 and out.split()[-1] == "3865591808"
+
+
+def test_a_compiled_side_equals_its_exact_value(lib):
+    # compile_expr renames symbols; rebuilding sums and products unevaluated left their
+    # arguments out of canonical order and sympy's cse substituted a wrong common factor:
+    # memform check found Granite 4.0-H Tiny's total negative under QLoRA with FSDP2
+    import numpy as np
+    import sympy
+    from engine.checks import _models, compile_expr, real_values
+    from engine.rules import OptionDecl
+    models = _models(lib)
+    fixed = dict(models)["granite-4.0-h-tiny"]
+    pinned = sorted({n for _, f in models for n in f} & set(lib.rules))
+    sample = dict(finetune="qlora", stack="fsdp2", torch_compile="model", lora_dropout="0.47", lora_rank="16242",
+                  activation_offload="true", attention="eager", recompute="selective", sequence_parallel="true",
+                  pp="6", pp_schedule="gpipe", pp_stage="first", cp="2", tp="30898", ep="863", dp="4381",
+                  micro_batch="17163", seq_len="8", zero_stage="2", precision="bf16", offload_stash="7")
+    expr = lib.compose_expr(sympy.Symbol("tensors"), [(n, sympy.Symbol(n)) for n in pinned])
+    expr = expr.xreplace({s: lib.compose(s.name) for s in expr.free_symbols if s.name in pinned and s.name not in fixed})
+    values = {}
+    for s in expr.free_symbols:
+        decl = lib.decls[s.name]
+        text = fixed.get(s.name, sample.get(s.name))
+        if isinstance(decl, OptionDecl):
+            values[s] = sympy.Integer(decl.code(text if text is not None else decl.default))
+        else:
+            values[s] = lib.check_value(s.name, sympy.Rational(text)) if text is not None else lib.check_value(s.name, decl.default)
+    symbols = sorted(values, key=lambda s: s.name)
+    exact = float(expr.xreplace(values))
+    compiled = real_values(compile_expr(expr, symbols)(*(np.array([float(values[s])]) for s in symbols)), (1,))[0]
+    assert exact > 0 and compiled == pytest.approx(exact, rel=1e-9)

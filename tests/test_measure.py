@@ -412,3 +412,48 @@ def test_a_compiled_cross_entropy_keeps_the_bf16_logits(lib):
     assert predicted <= measured <= 1.02 * predicted, (predicted, measured)
     eager = Scenario.create(lib, "gpt2", values=dict(vocab_size=vocab, micro_batch=b, seq_len=s, precision="bf16"))
     assert int(eager.evaluate("logits_tensor")) == 2 * predicted  # eager: the fp32 log-probabilities
+
+
+# ---------------------------------------------------------------- LoRA (PEFT)
+# measure --set finetune=lora applies PEFT's get_peft_model to the model it builds: the base
+# frozen (a frozen matmul keeps no input, a frozen norm no normalised output, the frozen
+# embedding no ids and the first norm nothing), each adapter its input (PEFT's fp32 adapters a
+# cast copy each) and A x.  Dense models; the first layer of a model whose k projection has no
+# adapter and a norm of its own (Qwen3, Gemma 3 under qv) or whose MLP reads the normalised
+# input directly (Cohere's parallel block under qv or attention) keeps less than memform counts.
+LORA_CASES = [(family, targets, dtype) for family in ("llama", "qwen3", "gemma3_text", "cohere", "gpt2")
+              for targets in ("all_linear", "attention", "qv") for dtype in ("fp32", "working")
+              if targets == "all_linear" or family in ("llama", "gpt2")
+              or (family in ("qwen3", "gemma3_text") and targets == "attention")]
+
+
+@pytest.fixture(scope="module")
+def lora_table(lib, config_files):
+    pytest.importorskip("peft", reason="measuring LoRA needs peft (pip install 'memform[torch]')")
+    rows = []
+    for family, targets, dtype in LORA_CASES:
+        m = run_measure(lib, config_files[family], micro_batch=4, seq_len=64, precision="bf16", finetune="lora",
+                        lora_rank=8, lora_targets=targets, lora_dtype=dtype)
+        rows.append((family, targets, dtype, m))
+    return rows
+
+
+def test_lora_keeps_the_adapters_inputs_and_nothing_for_the_frozen_base(lib, config_files, lora_table, capsys):
+    full = run_measure(lib, config_files["llama"], micro_batch=4, seq_len=64, precision="bf16")
+    with capsys.disabled():
+        print("\nLoRA (PEFT, bf16 base, r 8)   adapters   saved: memform   measured   error")
+        for family, targets, dtype, m in lora_table:
+            print(f"{family:11} {targets:11} {dtype:8} {m.predicted['saved_for_backward']:18,} "
+                  f"{m.measured['saved_for_backward']:10,} {100 * m.error('saved_for_backward'):+6.2f} %")
+    for family, targets, dtype, m in lora_table:
+        assert abs(m.error("saved_for_backward")) <= 0.005, (family, targets, dtype, m.predicted, m.measured)
+    llama = {(t, d): m.measured["saved_for_backward"] for f, t, d, m in lora_table if f == "llama"}
+    # bf16 adapters on q and v keep less than full training; PEFT's fp32 casts of every input more
+    assert llama["qv", "working"] < 0.75 * full.measured["saved_for_backward"] < llama["all_linear", "fp32"]
+
+
+def test_cli_measure_lora_needs_a_base_without_autocast_and_no_dropout(config_files):
+    code, out, err = cli("measure", str(config_files["llama"]), "--set", "finetune=lora", "lora_dropout=0.1")
+    assert code == 2 and "lora_dropout=0" in err and "Traceback" not in err
+    code, out, err = cli("measure", str(config_files["llama"]), "--set", "finetune=lora", "precision=bf16_mixed")
+    assert code == 2 and "no autocast" in err and "Traceback" not in err

@@ -398,7 +398,9 @@ HF_HELD = {
     # full fine-tuning: the peak is the optimizer step (the batch-8 row has the same peak)
     "fmsacc-mistral7b-full-purebf16-b4-s4096": {},
     # LoRA r = 16 on q, k, v and o over the frozen bf16 base: the peak is the backward pass
-    "fmsacc-mistral7b-lora16-bf16base-b4-s4096": {"finetune": "lora", "lora_rank": 16, "lora_targets": "attention"},
+    # (peft 0.13.2: fp32 adapters, each with its own dropout of p = 0.1)
+    "fmsacc-mistral7b-lora16-bf16base-b4-s4096": {"finetune": "lora", "lora_rank": 16, "lora_targets": "attention",
+                                                  "lora_dropout": 0.1},
 }
 HF_LEFT = {
     "hfdocs-bert-large-fp16-b4": "an encoder (BERT) read by nvidia-smi after training; memform models decoders",

@@ -463,6 +463,11 @@ def measure(scenario, config_path: str | None = None, max_params: int = MAX_PARA
     if pred.option("recompute") == "full":
         settings["recompute_method"] = pred.option("recompute_method")
         settings["recompute_num_layers"] = str(int(pred.evaluate("recompute_num_layers")))
+    if pred.option("finetune") == "lora":
+        # PEFT's fp32 adapters are their own master copy, with fp32 gradients and states;
+        # memform's model states still split LoRA as a textbook step does (bf16 adapters, an
+        # fp32 master), so only what does not depend on that split is compared
+        measured = {k: v for k, v in measured.items() if k in ("saved_for_backward", "logits_tensor", "kv_cache")}
     m = Measurement(family, settings, measured)
     for component, (rules, mode) in COMPONENTS.items():
         if component not in measured:
@@ -475,6 +480,11 @@ def measure(scenario, config_path: str | None = None, max_params: int = MAX_PARA
             # the forward keeps the layers' inputs; the layer recomputed in backward comes later
             rules = ("stage_layer_activations", "logits", "autocast_copies")
         m.predicted[component] = int(sum(s.evaluate(r) for r in rules))
+    if pred.option("finetune") == "lora":
+        m.notes.append("LoRA: parameters, weights, gradients, optimizer states and the peak are not compared: "
+                       "PEFT keeps fp32 adapters as their own master copy, memform's model states follow a "
+                       "textbook LoRA step (bf16 adapters beside an fp32 master); lora_dtype applies to the "
+                       "activations only so far")
     if pred.option("recompute") == "full":
         m.notes.append("with checkpointing saved_for_backward is what the forward pass keeps, compared with "
                        "memform's stage_layer_activations + logits; its activations add the one layer "

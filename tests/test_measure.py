@@ -447,6 +447,8 @@ def test_lora_keeps_the_adapters_inputs_and_nothing_for_the_frozen_base(lib, con
                   f"{m.measured['saved_for_backward']:10,} {100 * m.error('saved_for_backward'):+6.2f} %")
     for family, targets, dtype, m in lora_table:
         assert abs(m.error("saved_for_backward")) <= 0.005, (family, targets, dtype, m.predicted, m.measured)
+        # PEFT's fp32 adapters are their own master copy: model states are not compared (yet)
+        assert set(m.measured) == {"saved_for_backward", "logits_tensor", "kv_cache"} and m.notes
     llama = {(t, d): m.measured["saved_for_backward"] for f, t, d, m in lora_table if f == "llama"}
     # bf16 adapters on q and v keep less than full training; PEFT's fp32 casts of every input more
     assert llama["qv", "working"] < 0.75 * full.measured["saved_for_backward"] < llama["all_linear", "fp32"]

@@ -309,7 +309,7 @@ def _apply_lora(scenario, model, family: str):
     config = LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0,
                         target_modules=(GPT2_LORA_TARGETS if family == "gpt2" else LORA_TARGETS)[
                             scenario.option("lora_targets")])
-    upcast = int(scenario.evaluate("lora_adapter_bytes")) == 4
+    upcast = int(scenario.evaluate("lora_adapter_working")) == 0
     return get_peft_model(model, config, autocast_adapter_dtype=upcast)
 
 
@@ -463,10 +463,8 @@ def measure(scenario, config_path: str | None = None, max_params: int = MAX_PARA
     if pred.option("recompute") == "full":
         settings["recompute_method"] = pred.option("recompute_method")
         settings["recompute_num_layers"] = str(int(pred.evaluate("recompute_num_layers")))
-    if pred.option("finetune") == "lora":
-        # PEFT's fp32 adapters are their own master copy, with fp32 gradients and states;
-        # memform's model states still split LoRA as a textbook step does (bf16 adapters, an
-        # fp32 master), so only what does not depend on that split is compared
+    lora = pred.option("finetune") == "lora"
+    if lora:  # only what does not depend on how the adapters' model states are split (the note says why)
         measured = {k: v for k, v in measured.items() if k in ("saved_for_backward", "logits_tensor", "kv_cache")}
     m = Measurement(family, settings, measured)
     for component, (rules, mode) in COMPONENTS.items():
@@ -480,7 +478,7 @@ def measure(scenario, config_path: str | None = None, max_params: int = MAX_PARA
             # the forward keeps the layers' inputs; the layer recomputed in backward comes later
             rules = ("stage_layer_activations", "logits", "autocast_copies")
         m.predicted[component] = int(sum(s.evaluate(r) for r in rules))
-    if pred.option("finetune") == "lora":
+    if lora:
         m.notes.append("LoRA: parameters, weights, gradients, optimizer states and the peak are not compared: "
                        "PEFT keeps fp32 adapters as their own master copy, memform's model states follow a "
                        "textbook LoRA step (bf16 adapters beside an fp32 master); lora_dtype applies to the "

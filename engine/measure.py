@@ -310,7 +310,10 @@ def _apply_lora(scenario, model, family: str):
                         target_modules=(GPT2_LORA_TARGETS if family == "gpt2" else LORA_TARGETS)[
                             scenario.option("lora_targets")])
     upcast = int(scenario.evaluate("lora_adapter_working")) == 0
-    return get_peft_model(model, config, autocast_adapter_dtype=upcast)
+    with warnings.catch_warnings():  # transformers' is_gradient_checkpointing rename, GPT-2's Conv1D fan-in notice
+        warnings.simplefilter("ignore", FutureWarning)
+        warnings.simplefilter("ignore", UserWarning)
+        return get_peft_model(model, config, autocast_adapter_dtype=upcast)
 
 
 def _run(scenario, family: str, peak: bool = True) -> dict:
@@ -464,8 +467,6 @@ def measure(scenario, config_path: str | None = None, max_params: int = MAX_PARA
         settings["recompute_method"] = pred.option("recompute_method")
         settings["recompute_num_layers"] = str(int(pred.evaluate("recompute_num_layers")))
     lora = pred.option("finetune") == "lora"
-    if lora:  # only what does not depend on how the adapters' model states are split (the note says why)
-        measured = {k: v for k, v in measured.items() if k in ("saved_for_backward", "logits_tensor", "kv_cache")}
     m = Measurement(family, settings, measured)
     for component, (rules, mode) in COMPONENTS.items():
         if component not in measured:
@@ -474,15 +475,12 @@ def measure(scenario, config_path: str | None = None, max_params: int = MAX_PARA
         if component == "logits_tensor":  # transformers returns the logits in the dtype of the head's matmul
             s = s.with_values(logits_dtype=LOGITS_DTYPE[pred.option("precision")])
         rules = rules if isinstance(rules, tuple) else (rules,)
+        if component == "n_params" and lora:  # model.parameters() holds the adapters too
+            rules = ("n_params", "lora_params")
         if component == "saved_for_backward" and pred.option("recompute") == "full":
             # the forward keeps the layers' inputs; the layer recomputed in backward comes later
             rules = ("stage_layer_activations", "logits", "autocast_copies")
         m.predicted[component] = int(sum(s.evaluate(r) for r in rules))
-    if lora:
-        m.notes.append("LoRA: parameters, weights, gradients, optimizer states and the peak are not compared: "
-                       "PEFT keeps fp32 adapters as their own master copy, memform's model states follow a "
-                       "textbook LoRA step (bf16 adapters beside an fp32 master); lora_dtype applies to the "
-                       "activations only so far")
     if pred.option("recompute") == "full":
         m.notes.append("with checkpointing saved_for_backward is what the forward pass keeps, compared with "
                        "memform's stage_layer_activations + logits; its activations add the one layer "

@@ -150,8 +150,9 @@ class Report:
             parts.append(v["precision"])
             finetune = v.get("finetune", "full")
             if finetune != "full":
-                parts.append(f"{finetune} rank {v.get('lora_rank')} (base weights {v.get('weight_dtype')})"
-                             if finetune == "lora" else f"{finetune} rank {v.get('lora_rank')}")
+                adapters = v.get("lora_dtype", "auto")
+                parts.append(f"{finetune} rank {v.get('lora_rank')}"
+                             + (f" (adapters {adapters})" if adapters != "auto" else ""))
             parts += [f"optimizer {v['optimizer']}", "fully_shard" if v.get("stack") == "fsdp2" else f"ZeRO-{v['zero_stage']}", f"recompute {v.get('recompute')}"]
             if v.get("offload", "none") != "none":
                 parts.append(f"offload {v['offload']} to {v.get('offload_device', 'cpu')}")

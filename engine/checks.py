@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import sympy
 from sympy.printing.numpy import NumPyPrinter
 
 from .errors import DomainError, EngineError, MissingInputError, ResourceLimitError, UsageError
-from .paths import data_path
-from .registry import COMPOSE_CPU_SECONDS, Library, _cpu_budget, _OverBudget
+from .registry import COMPOSE_CPU_SECONDS, Library, _cpu_budget, _OverBudget, shipped
 from .rules import CheckDecl, InputDecl, OptionDecl
 
 
@@ -165,15 +163,6 @@ def _models(lib: Library) -> list[tuple[str, dict]]:
             for (kind, name), preset in sorted(lib.presets.items()) if kind == "model"]
 
 
-def _shipped(check) -> bool:
-    """Whether a check is one of the library's own (declared in formulas/)."""
-    file = getattr(check.span, "file", None)
-    try:
-        return file is not None and Path(file).resolve().parent == data_path("formulas").resolve()
-    except (OSError, ValueError):
-        return False
-
-
 def _column(lib, sym, fixed, architecture, rng, n) -> np.ndarray:
     """Values of one input or option for ``n`` scenarios of one model preset."""
     decl = lib.decls[sym.name]
@@ -195,7 +184,7 @@ def run_check(lib: Library, check, lhs, rhs, where, samples: int = 2000, seed: i
     and sampling a check of a user's rule file has the CPU budget of one rule's composition
     (the built-in checks take at most about 3 s, and are not bounded): sympy folds a condition
     over rules that hold conditions of their own in time that grows without bound."""
-    budget = contextlib.nullcontext() if _shipped(check) else _cpu_budget(COMPOSE_CPU_SECONDS)
+    budget = contextlib.nullcontext() if shipped(check) else _cpu_budget(COMPOSE_CPU_SECONDS)
     try:
         with budget:
             return _run_check(lib, check, lhs, rhs, where, samples, seed)

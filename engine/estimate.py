@@ -1,6 +1,7 @@
 """Estimates: every top-level rule of a scenario, its per-GPU breakdown and the fit."""
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -82,10 +83,22 @@ def formula(scenario: Scenario, rule: str, keep=SHOWN_INPUTS, opaque=OPAQUE_RULE
         rebound.update({k: v.xreplace(sub) for k, v in zip(flat[::2], flat[1::2])})
         return expand(target.name, rebound, {}, top=True)
 
+    from .errors import ResourceLimitError
+    from .registry import COMPOSE_CPU_SECONDS, _cpu_budget, _OverBudget, shipped
+    # a user's rule has the CPU budget of one rule's composition: sympy folds a condition over
+    # large rules (piecewise_fold orders its arguments by node count, a walk of the whole
+    # tree) in time that grows without bound; the library's own rules are written out in the
+    # reference and are not bounded
+    user = rule in lib.rules and not shipped(lib.rules[rule])
     try:
-        return expand(rule, scenario.bindings(exclude=keep), {} if memo is None else memo, top=True)
+        with _cpu_budget(COMPOSE_CPU_SECONDS) if user else contextlib.nullcontext():
+            return expand(rule, scenario.bindings(exclude=keep), {} if memo is None else memo, top=True)
+    except _OverBudget:
+        raise ResourceLimitError(f"writing rule '{rule}' out as one formula took more than "
+                                 f"{COMPOSE_CPU_SECONDS} s of CPU time", lib.rules[rule].span,
+                                 hint="compare such rules' values instead of writing the comparison "
+                                      "as a rule, or pin inputs so that it stays small") from None
     except RecursionError:  # sympy walks a condition over huge rules recursively
-        from .errors import ResourceLimitError
         raise ResourceLimitError(f"rule '{rule}' nests too deeply to be written out as one formula",
                                  lib.rules[rule].span if rule in lib.rules else None,
                                  hint="compare such rules' values instead of writing the comparison "

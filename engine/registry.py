@@ -272,7 +272,7 @@ class Library:
         """Inline every rule that a resolved expression (e.g. a check side) refers to."""
         sub = {sympy.Symbol(n): self.compose(n, pins) for n in self.rules
                if sympy.Symbol(n) in expr.free_symbols}
-        return apply_at(expr.xreplace(sub))
+        return apply_at(_substitute(expr, sub))
 
 
 #: the largest expression (counted as a tree) a composed rule may have
@@ -439,32 +439,62 @@ def _small(expr: sympy.Basic, limit: int = SMALL_NODES) -> bool:
     return True
 
 
-def _substitute(expr: sympy.Basic, sub: dict) -> sympy.Basic:
-    """``expr.xreplace(sub)`` for a rule's own (small) expression, except that a min or max
-    whose arguments are large composed rules is built without sympy's simplification: it
-    compares every pair of arguments by factoring their difference (Max._is_connected), which
-    took tens of seconds on the peak's composition.  Over numbers and small arguments min and
-    max simplify as usual; the value is the same either way."""
+def _substitute(expr: sympy.Basic, sub: dict, memo: dict | None = None) -> sympy.Basic:
+    """``expr.xreplace(sub)``, with each distinct subexpression rebuilt once (``memo``: a
+    composed rule is a graph whose shared parts a plain walk visits again at every use) and
+    each min and max rebuilt as :func:`_rebuilt` says."""
+    if memo is None:
+        memo = {}
     if expr in sub:
         return sub[expr]
     if not expr.args:
         return expr
-    args = [_substitute(a, sub) for a in expr.args]
-    if isinstance(expr, (sympy.Max, sympy.Min)) and not all(a.is_number or _small(a) for a in args):
-        return expr.func(*args, evaluate=False)
+    if expr not in memo:
+        memo[expr] = _rebuilt(expr, [_substitute(a, sub, memo) for a in expr.args])
+    return memo[expr]
+
+
+def _rebuilt(expr: sympy.Basic, args: list) -> sympy.Basic:
+    """``expr`` over new arguments, except that a min or max whose arguments are large composed
+    rules is built without sympy's simplification: it compares every pair of arguments by
+    factoring their difference (Max._is_connected), which took tens of seconds on the peak's
+    composition, and did not end in 15 minutes when a check rebound ``recompute`` in the
+    composed peak (``peak_allocated[recompute = full, ...]``).  Over numbers and small arguments
+    min and max simplify as usual; the value is the same either way."""
     if all(a is b for a, b in zip(args, expr.args)):
         return expr
+    if isinstance(expr, (sympy.Max, sympy.Min)) and not all(a.is_number or _small(a) for a in args):
+        return expr.func(*args, evaluate=False)
     return expr.func(*args)
 
 
+def shipped(decl) -> bool:
+    """Whether a declaration (a rule, a check) is one of the library's own (in formulas/)."""
+    file = getattr(decl.span, "file", None)
+    try:
+        return file is not None and Path(file).resolve().parent == data_path("formulas").resolve()
+    except (OSError, ValueError):
+        return False
+
+
 def apply_at(expr: sympy.Expr) -> sympy.Expr:
-    """Replace every ``At(target, k1, v1, ...)`` by ``target`` with the keys rebound."""
+    """Replace every ``At(target, k1, v1, ...)`` by ``target`` with the keys rebound, each
+    distinct subexpression once and each min and max as :func:`_rebuilt` says."""
     if not expr.has(At):
         return expr
-    def rebind(*args):
-        target, flat = args[0], args[1:]
-        return target.xreplace(dict(zip(flat[::2], flat[1::2])))
-    return expr.replace(lambda e: isinstance(e, At), lambda e: rebind(*e.args))
+    memo: dict = {}
+
+    def walk(node):
+        if not node.args:
+            return node
+        if node not in memo:
+            args = [walk(a) for a in node.args]
+            if isinstance(node, At):
+                memo[node] = _substitute(args[0], dict(zip(args[1::2], args[2::2])))
+            else:
+                memo[node] = _rebuilt(node, args)
+        return memo[node]
+    return walk(expr)
 
 
 def _raise_all(errors: list[EngineError]) -> None:

@@ -207,7 +207,8 @@ def test_a_budget_stops_work_that_spends_no_cpu():
 
 def test_a_formula_too_deep_to_write_out_is_a_located_error(tmp_path):
     # a 0/1 rule comparing two of the serving rules, written out with every input symbolic (as
-    # the reference writes each rule): sympy walks the condition recursively past Python's limit
+    # the reference writes each rule): sympy walks the condition recursively past Python's
+    # limit, or folds it for longer than a user's rule may take (it ran for over 10 minutes)
     from engine.docs import closed_form
     path = tmp_path / "deep.mem"
     path.write_text('rule serves_one_request : count in [0, 1] =\n'
@@ -215,4 +216,5 @@ def test_a_formula_too_deep_to_write_out_is_a_located_error(tmp_path):
     lib = engine.load([path])
     with pytest.raises(ResourceLimitError) as err:
         closed_form(Scenario.create(lib), "serves_one_request", keep=lib.inputs)
-    assert "nests too deeply" in str(err.value) and "deep.mem:1:" in str(err.value)
+    assert ("nests too deeply" in str(err.value) or "took more than 5 s of CPU time" in str(err.value)) \
+        and "deep.mem:1:" in str(err.value)

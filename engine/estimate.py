@@ -7,7 +7,9 @@ from typing import Mapping
 
 import sympy
 
+from .errors import ResourceLimitError
 from .model import Scenario, _check_size
+from .registry import COMPOSE_CPU_SECONDS, _cpu_budget, _OverBudget, shipped
 from .report import (OPAQUE_RULES, SHOWN_INPUTS, SIZES, TOP_LEVEL, TOTAL_OPAQUE, Report,  # noqa: F401
                      estimate_json, extra_rules, gb, gib, whole_bytes)
 
@@ -83,23 +85,17 @@ def formula(scenario: Scenario, rule: str, keep=SHOWN_INPUTS, opaque=OPAQUE_RULE
         rebound.update({k: v.xreplace(sub) for k, v in zip(flat[::2], flat[1::2])})
         return expand(target.name, rebound, {}, top=True)
 
-    from .errors import ResourceLimitError
-    from .registry import COMPOSE_CPU_SECONDS, _cpu_budget, _OverBudget, shipped
     # a user's rule has the CPU budget of one rule's composition: sympy folds a condition over
     # large rules (piecewise_fold orders its arguments by node count, a walk of the whole
-    # tree) in time that grows without bound; the library's own rules are written out in the
-    # reference and are not bounded
+    # tree) in time that grows without bound, or walks it recursively past Python's limit; the
+    # library's own rules are written out in the reference and are not bounded
     user = rule in lib.rules and not shipped(lib.rules[rule])
     try:
         with _cpu_budget(COMPOSE_CPU_SECONDS) if user else contextlib.nullcontext():
             return expand(rule, scenario.bindings(exclude=keep), {} if memo is None else memo, top=True)
-    except _OverBudget:
-        raise ResourceLimitError(f"writing rule '{rule}' out as one formula took more than "
-                                 f"{COMPOSE_CPU_SECONDS} s of CPU time", lib.rules[rule].span,
-                                 hint="compare such rules' values instead of writing the comparison "
-                                      "as a rule, or pin inputs so that it stays small") from None
-    except RecursionError:  # sympy walks a condition over huge rules recursively
-        raise ResourceLimitError(f"rule '{rule}' nests too deeply to be written out as one formula",
+    except (_OverBudget, RecursionError):
+        raise ResourceLimitError(f"rule '{rule}' nests too deeply to be written out as one formula"
+                                 + (f" (within {COMPOSE_CPU_SECONDS} s of CPU time)" if user else ""),
                                  lib.rules[rule].span if rule in lib.rules else None,
                                  hint="compare such rules' values instead of writing the comparison "
                                       "as a rule, or pin inputs so that it stays small") from None

@@ -216,5 +216,4 @@ def test_a_formula_too_deep_to_write_out_is_a_located_error(tmp_path):
     lib = engine.load([path])
     with pytest.raises(ResourceLimitError) as err:
         closed_form(Scenario.create(lib), "serves_one_request", keep=lib.inputs)
-    assert ("nests too deeply" in str(err.value) or "took more than 5 s of CPU time" in str(err.value)) \
-        and "deep.mem:1:" in str(err.value)
+    assert "nests too deeply" in str(err.value) and "deep.mem:1:" in str(err.value)

@@ -222,9 +222,12 @@ class Library:
         # model_states, reuse each other's parts); not written to the cache file
         memo: dict[str, sympy.Expr] = self._compose_cache.setdefault(("memo", pins), {})
 
-        degrees: dict[str, int] = {}  # polynomial degree of each composed rule (a pinned one: 1)
-        sizes_of: dict[str, int] = {}  # tree size of each composed rule
-        nestings: dict[str, int] = {}  # min/max nesting of each composed rule
+        # the measures of the rules in memo, shared with it: a rule composed by an earlier call
+        # counts at its size, not as one node (the limits held or not by the order of calls)
+        degrees, sizes_of, nestings, nodes = self._compose_cache.setdefault(("measures", pins), ({}, {}, {}, {}))
+        # degrees: polynomial degree of each composed rule (a pinned one: 1); sizes_of: its
+        # tree size once built; nestings: its min/max nesting; nodes: tree sizes by node id
+        # (every node is kept alive by memo)
 
         def expand(n: str) -> sympy.Expr:
             if n in pinned:
@@ -252,7 +255,11 @@ class Library:
                             f"is {limit:,}", self.rules[n].span, hint=hint)
                     known[n] = found
                 composed = _substitute(self.lowered[n], sub)
-                memo[n] = apply_at(composed)
+                # the rules it uses are composed without At already: only its own text can hold
+                # one (looking in the small lowered rule, not the composed tree, which a walk
+                # visits once per use of each shared part: 20 s of the peak's composition)
+                memo[n] = apply_at(composed) if self.lowered[n].has(At) else composed
+                sizes_of[n] = _tree_size(memo[n], nodes)  # as sympy built it: its users' measure
             return memo[n]
 
         with _cpu_budget(COMPOSE_CPU_SECONDS) as over:
@@ -272,11 +279,14 @@ class Library:
         """Inline every rule that a resolved expression (e.g. a check side) refers to."""
         sub = {sympy.Symbol(n): self.compose(n, pins) for n in self.rules
                if sympy.Symbol(n) in expr.free_symbols}
-        return apply_at(_substitute(expr, sub))
+        composed = _substitute(expr, sub)
+        return apply_at(composed) if expr.has(At) else composed
 
 
-#: the largest expression (counted as a tree) a composed rule may have
-MAX_TERMS = 1_000_000
+#: the largest expression (counted as a tree: every use of a shared part again) a composed rule
+#: may have; the built-in library's largest, the reserved peak, has about 2.2 million.  A rule
+#: chain that doubles its size at every step passes it four steps after a million
+MAX_TERMS = 8_000_000
 #: the highest degree (exponents summed over a product, bounded structurally) a composed rule
 #: may have; the built-in library's highest is 63 (serving's block count)
 MAX_DEGREE = 512
@@ -464,8 +474,36 @@ def _rebuilt(expr: sympy.Basic, args: list) -> sympy.Basic:
     if all(a is b for a, b in zip(args, expr.args)):
         return expr
     if isinstance(expr, (sympy.Max, sympy.Min)) and not all(a.is_number or _small(a) for a in args):
-        return expr.func(*args, evaluate=False)
+        # not even Max(..., evaluate=False): it sorts its arguments by their tree size (ordered,
+        # _nodes), a walk of every use of every shared part, 3 s of the peak's composition.
+        # The arguments keep the order sympy gave the rule's own (small) arguments.
+        args = list(dict.fromkeys(args))
+        if len(args) == 1:
+            return args[0]
+        built = sympy.Expr.__new__(expr.func, *args)
+        built._argset = frozenset(args)  # as MinMaxBase.__new__ sets it
+        return built
+    if isinstance(expr, sympy.core.relational.Relational):
+        return _relation(expr.func, *args)
     return expr.func(*args)
+
+
+def _relation(func, lhs: sympy.Expr, rhs: sympy.Expr) -> sympy.Basic:
+    """``func(lhs, rhs)`` (Eq, Lt, ...), where a side that is a Piecewise (a composed rule that
+    is a flag: ``Eq(autocast, 1)``) is taken apart branch by branch: its value is the relation
+    of the first branch whose condition holds.  A Piecewise in a condition is folded by sympy
+    the same way (piecewise_fold), then rewritten as ITE through its set and logic
+    simplification (as_set, simplify_logic, periodicity): 4 s of the peak's composition, for
+    conditions of a few dozen nodes.  A Piecewise deeper in a side is left to sympy."""
+    for side, pw in enumerate((lhs, rhs)):
+        if isinstance(pw, sympy.Piecewise):
+            branches, earlier = [], []
+            for value, cond in pw.args:
+                holds = _relation(func, value, rhs) if side == 0 else _relation(func, lhs, value)
+                branches.append(sympy.And(cond, *[sympy.Not(c) for c in earlier], holds))
+                earlier.append(cond)
+            return sympy.Or(*branches)
+    return func(lhs, rhs)
 
 
 def shipped(decl) -> bool:
@@ -479,9 +517,8 @@ def shipped(decl) -> bool:
 
 def apply_at(expr: sympy.Expr) -> sympy.Expr:
     """Replace every ``At(target, k1, v1, ...)`` by ``target`` with the keys rebound, each
-    distinct subexpression once and each min and max as :func:`_rebuilt` says."""
-    if not expr.has(At):
-        return expr
+    distinct subexpression once and each min and max as :func:`_rebuilt` says.  The caller
+    knows whether there is one (see :meth:`Library.compose`)."""
     memo: dict = {}
 
     def walk(node):

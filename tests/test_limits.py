@@ -61,6 +61,16 @@ def test_a_rule_chain_that_doubles_its_size_is_refused_before_it_is_built():
     assert time.monotonic() - start < 30
 
 
+def test_the_size_limit_does_not_depend_on_what_was_composed_before():
+    # the composed rules are shared between calls: a rule composed by an earlier call once
+    # counted as one node in a later call's measure, and the chain got 18 steps further
+    lib = chain_of("log2({a}) + log2({a} + 1)")
+    lib.compose("a18")  # below the limit
+    with pytest.raises(ResourceLimitError) as info:
+        lib.compose("a40")
+    assert "rule 'a19' expands to" in info.value.message
+
+
 def test_deeply_nested_min_and_max_are_refused():
     # sympy compares a max's arguments as it builds it: the work doubles with every level
     lib = chain_of("max({a}, 1) + max({a}, 2)")

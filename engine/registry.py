@@ -284,7 +284,7 @@ class Library:
 
 
 #: the largest expression (counted as a tree: every use of a shared part again) a composed rule
-#: may have; the built-in library's largest, the reserved peak, has about 2.2 million.  A rule
+#: may have; the built-in library's largest, the reserved peak, has about 2.6 million.  A rule
 #: chain that doubles its size at every step passes it four steps after a million
 MAX_TERMS = 8_000_000
 #: the highest degree (exponents summed over a product, bounded structurally) a composed rule
@@ -292,8 +292,9 @@ MAX_TERMS = 8_000_000
 MAX_DEGREE = 512
 #: how deep min and max may nest in a composed rule (the built-in library's deepest is 4)
 MAX_MINMAX_NESTING = 8
-#: CPU seconds one composition may take (the whole built-in library composes in about 3; its
-#: largest rule, the peak, in about 1): half the 10 s within which every command answers
+#: CPU seconds one composition may take (the whole built-in library composes in about 2 on a
+#: 2-core machine; its largest rule, the reserved peak, in about 1.3): half the 10 s within which
+#: every command answers
 COMPOSE_CPU_SECONDS = 5
 
 

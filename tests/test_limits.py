@@ -50,7 +50,7 @@ def chain_of(body: str, depth: int = 40):
 
 def test_a_rule_chain_that_doubles_its_size_is_refused_before_it_is_built():
     # every rule uses the previous one twice without raising its degree: a40 would have 2^40
-    # leaves; a19 is the first past eight million nodes (the limit, past the built-in peak's 2.2
+    # leaves; a19 is the first past eight million nodes (the limit, past the built-in peak's 2.6
     # million)
     lib = chain_of("log2({a}) + log2({a} + 1)")
     start = time.monotonic()

@@ -254,7 +254,7 @@ class Library:
                             f"rule '{n}' {what.format(found)} once the rules it uses are inlined; the limit "
                             f"is {limit:,}", self.rules[n].span, hint=hint)
                     known[n] = found
-                composed = _substitute(self.lowered[n], sub)
+                composed = substitute(self.lowered[n], sub)
                 # the rules it uses are composed without At already: only its own text can hold
                 # one (looking in the small lowered rule, not the composed tree, which a walk
                 # visits once per use of each shared part: 20 s of the peak's composition)
@@ -279,7 +279,7 @@ class Library:
         """Inline every rule that a resolved expression (e.g. a check side) refers to."""
         sub = {sympy.Symbol(n): self.compose(n, pins) for n in self.rules
                if sympy.Symbol(n) in expr.free_symbols}
-        composed = _substitute(expr, sub)
+        composed = substitute(expr, sub)
         return apply_at(composed) if expr.has(At) else composed
 
 
@@ -435,7 +435,7 @@ def _tree_size(expr: sympy.Basic, sizes: dict[int, int]) -> int:
     return _composed_size(expr, lambda name: 1, sizes)
 
 
-#: nodes past which a min or max argument counts as large (see _substitute)
+#: nodes past which a min or max argument counts as large (see substitute)
 SMALL_NODES = 200
 
 
@@ -450,7 +450,7 @@ def _small(expr: sympy.Basic, limit: int = SMALL_NODES) -> bool:
     return True
 
 
-def _substitute(expr: sympy.Basic, sub: dict, memo: dict | None = None) -> sympy.Basic:
+def substitute(expr: sympy.Basic, sub: dict, memo: dict | None = None) -> sympy.Basic:
     """``expr.xreplace(sub)``, with each distinct subexpression rebuilt once (``memo``: a
     composed rule is a graph whose shared parts a plain walk visits again at every use) and
     each min and max rebuilt as :func:`_rebuilt` says."""
@@ -461,7 +461,7 @@ def _substitute(expr: sympy.Basic, sub: dict, memo: dict | None = None) -> sympy
     if not expr.args:
         return expr
     if expr not in memo:
-        memo[expr] = _rebuilt(expr, [_substitute(a, sub, memo) for a in expr.args])
+        memo[expr] = _rebuilt(expr, [substitute(a, sub, memo) for a in expr.args])
     return memo[expr]
 
 
@@ -528,7 +528,7 @@ def apply_at(expr: sympy.Expr) -> sympy.Expr:
         if node not in memo:
             args = [walk(a) for a in node.args]
             if isinstance(node, At):
-                memo[node] = _substitute(args[0], dict(zip(args[1::2], args[2::2])))
+                memo[node] = substitute(args[0], dict(zip(args[1::2], args[2::2])))
             else:
                 memo[node] = _rebuilt(node, args)
         return memo[node]

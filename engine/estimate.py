@@ -9,7 +9,7 @@ import sympy
 
 from .errors import ResourceLimitError
 from .model import Scenario, _check_size
-from .registry import COMPOSE_CPU_SECONDS, _cpu_budget, _OverBudget, shipped
+from .registry import COMPOSE_CPU_SECONDS, _cpu_budget, _OverBudget, shipped, substitute
 from .report import (OPAQUE_RULES, SHOWN_INPUTS, SIZES, TOP_LEVEL, TOTAL_OPAQUE, Report,  # noqa: F401
                      estimate_json, extra_rules, gb, gib, whole_bytes)
 
@@ -69,9 +69,11 @@ def formula(scenario: Scenario, rule: str, keep=SHOWN_INPUTS, opaque=OPAQUE_RULE
             expr = lib.lowered[name]
             if expr.has(At):  # target[k = v]: the target expanded anew with k rebound
                 expr = expr.replace(lambda e: isinstance(e, At), lambda e: at(e, bindings, memo))
-            expr = expr.xreplace(bindings)
-            memo[name] = expr.xreplace({sympy.Symbol(d): expand(d, bindings, memo) for d in lib.deps[name]
-                                        if sympy.Symbol(d) in expr.free_symbols})
+            # substitute, not xreplace: a max over large arguments is not compared pair by pair
+            # (sympy's Max._is_connected factors their differences: a third of `memform docs`)
+            expr = substitute(expr, bindings)
+            memo[name] = substitute(expr, {sympy.Symbol(d): expand(d, bindings, memo) for d in lib.deps[name]
+                                           if sympy.Symbol(d) in expr.free_symbols})
             _check_size(memo[name], name, lib)  # rules that square each other stop here
         return memo[name]
 

@@ -254,11 +254,7 @@ class Library:
                             f"rule '{n}' {what.format(found)} once the rules it uses are inlined; the limit "
                             f"is {limit:,}", self.rules[n].span, hint=hint)
                     known[n] = found
-                composed = substitute(self.lowered[n], sub)
-                # the rules it uses are composed without At already: only its own text can hold
-                # one (looking in the small lowered rule, not the composed tree, which a walk
-                # visits once per use of each shared part: 20 s of the peak's composition)
-                memo[n] = apply_at(composed) if self.lowered[n].has(At) else composed
+                memo[n] = _inlined(self.lowered[n], sub)
                 sizes_of[n] = _tree_size(memo[n], nodes)  # as sympy built it: its users' measure
             return memo[n]
 
@@ -279,8 +275,7 @@ class Library:
         """Inline every rule that a resolved expression (e.g. a check side) refers to."""
         sub = {sympy.Symbol(n): self.compose(n, pins) for n in self.rules
                if sympy.Symbol(n) in expr.free_symbols}
-        composed = substitute(expr, sub)
-        return apply_at(composed) if expr.has(At) else composed
+        return _inlined(expr, sub)
 
 
 #: the largest expression (counted as a tree: every use of a shared part again) a composed rule
@@ -516,10 +511,19 @@ def shipped(decl) -> bool:
         return False
 
 
+def _inlined(expr: sympy.Expr, sub: dict) -> sympy.Expr:
+    """``expr`` (a lowered rule or check side) with the composed rules of ``sub`` inlined and
+    its own ``At`` nodes applied.  The composed rules hold none, so only ``expr`` is asked:
+    the small lowered text, not the composed tree, which a walk visits once per use of each
+    shared part (20 s of the peak's composition)."""
+    composed = substitute(expr, sub)
+    return apply_at(composed) if expr.has(At) else composed
+
+
 def apply_at(expr: sympy.Expr) -> sympy.Expr:
     """Replace every ``At(target, k1, v1, ...)`` by ``target`` with the keys rebound, each
-    distinct subexpression once and each min and max as :func:`_rebuilt` says.  The caller
-    knows whether there is one (see :meth:`Library.compose`)."""
+    distinct subexpression once and each min and max as :func:`_rebuilt` says (called by
+    :func:`_inlined`, which knows whether there is one)."""
     memo: dict = {}
 
     def walk(node):

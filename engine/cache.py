@@ -1,15 +1,14 @@
 """Files kept in the user's cache directory: plain data, checked before it is believed.
 
-What is kept: the compiled form of the shipped library and the formula columns that
-:mod:`engine.fast` uses to answer ``memform estimate`` without sympy, and lark's parse tables
-of the grammar (:func:`engine.paths.lark_parser`).  Each file is named for its kind and a
-hash of everything it is derived from (the rule files, the grammar and the engine's own
-source, :func:`fingerprint`), so files of other sources are never read; the newest few are
-kept and older ones pruned.  The resolved library itself is not kept: it is made of sympy
-expressions, which only a pickle would store whole, and loading a pickle runs code.  Loading
-it took about half as long as building the library does (both mostly make sympy objects);
-commands that need sympy (``show``, ``solve``, an estimate the fast path declines) now
-build it, about 0.3 to 0.5 s more on a 2-core machine.
+What is kept: a snapshot of the resolved shipped library (:mod:`engine.snapshot`: its sympy
+expressions as tables of nodes, rebuilt without simplification, so a new process need not
+parse and resolve the rule files again), the compiled form of it and the formula columns
+that :mod:`engine.fast` uses to answer ``memform estimate`` without sympy, and lark's parse
+tables of the grammar (:func:`engine.paths.lark_parser`).  Each file is named for its kind
+and a hash of everything it is derived from (the rule files, the grammar and the engine's
+own source, :func:`fingerprint`), so files of other sources are never read; the newest few
+are kept and older ones pruned.  A user's own rule files are not kept: a library with them
+is built each time.
 
 A file is never code and is never trusted blindly:
 
@@ -79,12 +78,28 @@ def source_key() -> str | None:
 
 
 def load_cached(build, folder: Path, grammar: Path):
-    """The library ``build()`` returns; with the cache on, the compiled form of it that
+    """The library ``build()`` returns, or its snapshot (:mod:`engine.snapshot`) when the
+    cache holds one of these sources; with the cache on, the compiled form of it that
     :mod:`engine.fast` uses is checked, and written when missing or different."""
-    library = build()
-    if not os.environ.get("MEMFORM_NO_CACHE"):
-        from .fast import ensure
-        ensure(library, fingerprint(folder, grammar))
+    if os.environ.get("MEMFORM_NO_CACHE"):
+        return build()
+    from . import snapshot
+    from .fast import ensure
+    key = fingerprint(folder, grammar)
+    library = None
+    stored = read("library", key)
+    if stored is not None:
+        try:
+            library = snapshot.load(stored)
+        except snapshot.Refused:  # not what dump writes: built afresh and replaced
+            library = None
+    if library is None:
+        library = build()
+        try:
+            write("library", key, snapshot.dump(library))
+        except TypeError:  # holds what a snapshot does not keep: built every time
+            pass
+    ensure(library, key)
     return library
 
 

@@ -24,7 +24,7 @@ ESTIMATE = ["estimate", "llama2-7b", "--gpu", "h100-80g", "--set", "zero_stage=3
 SHOW = ["show", "total", "llama2-7b"]
 #: Llama-2-7B's weights under ZeRO-3 over 8 GPUs: 6,738,415,616 parameters x 2 bytes / 8
 WEIGHTS = f"{6_738_415_616 * 2 // 8:,}"
-KINDS = ("compiled", "formulas", "grammar")
+KINDS = ("compiled", "formulas", "grammar", "library")
 
 
 @pytest.fixture
@@ -48,12 +48,14 @@ def test_cache_is_private_plain_data_and_reused(cache_home):
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     (path,) = _files(folder, "compiled")
     (tables,) = _files(folder, "grammar")
-    for p in (path, tables, folder / "secret"):
+    (library,) = _files(folder, "library")
+    for p in (path, tables, library, folder / "secret"):
         assert stat.S_IMODE(p.lstat().st_mode) == 0o600
-    assert not list(folder.glob("*.pickle")) and not list(folder.glob("library-*"))
-    header, body = path.read_bytes().split(b"\n", 1)
-    assert header.startswith(cache.MAGIC)
-    json.loads(body)  # plain JSON
+    assert not list(folder.glob("*.pickle"))
+    for p in (path, library):
+        header, body = p.read_bytes().split(b"\n", 1)
+        assert header.startswith(cache.MAGIC)
+        json.loads(body)  # plain JSON
     assert fast._read("compiled", cache.source_key())["rules"].keys() == first.rules.keys()
     before = path.stat().st_mtime_ns
     second = engine.load()
@@ -188,6 +190,29 @@ def test_edited_files_change_no_answer(kind, change, fixup, cache_home, monkeypa
     out = io.StringIO()
     assert main(ESTIMATE, out=out) == 0
     assert out.getvalue() == reference.getvalue()
+
+
+def _one_byte_library_weights(data):
+    """The snapshot's weights rule made a constant 1 byte."""
+    data["nodes"].append(["I", 1])
+    data["library"]["lowered"]["weights"] = ("x", len(data["nodes"]) - 1)
+
+
+@pytest.mark.parametrize("fixup", [False, True], ids=["as edited", "sha256 fixed up"])
+def test_an_edited_library_snapshot_changes_no_answer(fixup, cache_home, monkeypatch):
+    monkeypatch.setenv("MEMFORM_NO_CACHE", "1")
+    reference = io.StringIO()
+    assert main(SHOW, out=reference) == 0
+    monkeypatch.delenv("MEMFORM_NO_CACHE")
+    engine.load()  # fills the cache
+    (path,) = _files(cache_home / "memform", "library")
+    _edit(path, _one_byte_library_weights, fixup)
+    assert cache.read("library", cache.source_key()) is None  # not believed
+    out = io.StringIO()
+    assert main(SHOW, out=out) == 0
+    assert out.getvalue() == reference.getvalue()
+    assert Scenario.create(engine.load(), "llama2-7b").evaluate("weights") == 2 * 6_738_415_616  # rewritten
+    assert cache.read("library", cache.source_key()) is not None
 
 
 def test_a_renamed_file_is_not_believed(cache_home):

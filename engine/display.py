@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 import sympy
+from sympy.printing.latex import LatexPrinter
 from sympy.printing.mathml import MathMLPresentationPrinter
 
 #: plain name -> LaTeX symbol (Korthikanti et al. 2022, Rajbhandari et al. 2020 notation)
@@ -27,14 +28,51 @@ def tex_name(symbol: sympy.Symbol) -> str:
 def latex(expr: sympy.Basic, **settings) -> str:
     """LaTeX of ``expr`` with display names (``n_params`` -> ``P``).
 
-    ``settings`` go to :func:`sympy.latex` (e.g. ``long_frac_ratio``).
+    ``settings`` go to sympy's LaTeX printer (e.g. ``long_frac_ratio``).
 
     Examples
     --------
     >>> print(latex(sympy.Symbol("n_params") / sympy.Symbol("alloc_margin")))
     \\frac{P}{\\mathrm{alloc\\_margin}}
     """
-    return sympy.latex(expr, symbol_names={s: tex_name(s) for s in expr.free_symbols}, **settings)
+    key = tuple(sorted(settings.items()))
+    printer = _LATEX.get(key)
+    if printer is None:
+        printer = _LATEX[key] = _Latex(settings)
+    return printer.doprint(expr)
+
+
+class _Latex(LatexPrinter):
+    """sympy's LaTeX printer with display names, remembering what it printed.  Closed forms
+    share large parts (the parameter count, the static states in every phase of the peak),
+    which sympy printed again at every use: half of ``memform docs``.  The printer keeps no
+    state between calls but its settings, so a part prints the same wherever it stands."""
+
+    #: the most parts remembered; then the memory starts afresh
+    MAX_REMEMBERED = 200_000
+
+    def __init__(self, settings) -> None:
+        super().__init__(settings)
+        self._printed: dict = {}
+
+    def _print_Symbol(self, expr, style="plain"):
+        return tex_name(expr)
+
+    def _print(self, expr, **kwargs) -> str:
+        try:
+            key = (type(expr), expr, tuple(sorted(kwargs.items())))
+            return self._printed[key]
+        except KeyError:
+            pass
+        except TypeError:  # unhashable (a list of arguments): printed every time
+            return super()._print(expr, **kwargs)
+        if len(self._printed) >= self.MAX_REMEMBERED:
+            self._printed.clear()
+        shown = self._printed[key] = super()._print(expr, **kwargs)
+        return shown
+
+
+_LATEX: dict[tuple, _Latex] = {}
 
 
 def equation(name: str, expr: sympy.Basic) -> sympy.Eq:
@@ -43,7 +81,30 @@ def equation(name: str, expr: sympy.Basic) -> sympy.Eq:
 
 
 class _MathML(MathMLPresentationPrinter):
-    """Presentation MathML with display names and ``Piecewise`` as a brace of cases."""
+    """Presentation MathML with display names and ``Piecewise`` as a brace of cases.  Like
+    :class:`_Latex` it remembers what it printed: a part printed before is its markup, as the
+    raw text node sympy's printer writes as it is (a DOM node has one parent)."""
+
+    def __init__(self, settings=None) -> None:
+        super().__init__(settings)
+        self._printed: dict = {}
+
+    def _print(self, expr, **kwargs):
+        try:
+            key = (type(expr), expr, tuple(sorted(kwargs.items())))
+            found = self._printed[key]
+        except KeyError:
+            pass
+        except TypeError:  # unhashable: printed every time
+            return super()._print(expr, **kwargs)
+        else:
+            if not isinstance(found, str):  # its second use: its markup, from then on
+                found = self._printed[key] = found.toxml()
+            return self.dom.createTextNode(found)  # raw (MathMLPrinterBase): written unescaped
+        if len(self._printed) >= _Latex.MAX_REMEMBERED:
+            self._printed.clear()
+        node = self._printed[key] = super()._print(expr, **kwargs)
+        return node
 
     def _print_Symbol(self, sym, style="plain"):
         shown = DISPLAY.get(sym.name)
@@ -76,6 +137,9 @@ class _MathML(MathMLPresentationPrinter):
         return mrow
 
 
+_MATHML = _MathML()
+
+
 def mathml(expr: sympy.Basic, display: str = "block") -> str:
     """A complete ``<math>`` element for ``expr`` (presentation MathML, display names).
 
@@ -86,5 +150,5 @@ def mathml(expr: sympy.Basic, display: str = "block") -> str:
     >>> mathml(sympy.Symbol("n_params") / 2, display="inline")
     '<math xmlns="http://www.w3.org/1998/Math/MathML" display="inline"><mrow><mfrac><mi>P</mi><mn>2</mn></mfrac></mrow></math>'
     """
-    body = _MathML().doprint(expr)
+    body = _MATHML.doprint(expr)
     return f'<math xmlns="http://www.w3.org/1998/Math/MathML" display="{display}">{body}</math>'

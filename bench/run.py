@@ -12,7 +12,12 @@
 3. cold start: ``memform estimate llama2-7b --gpu h100-80g`` in a new process with the
    cache warm (checked not to import sympy), against ``python -c "import numpy"``.
 4. library load: parsing, resolving and composing every top-level rule from scratch, in a
-   new process, against ``python -c "import sympy"``.
+   new process, against ``python -c "import sympy"``; and the same from the cached snapshot.
+5. exact evaluation from Python: ``engine.evaluate`` in a loop over distinct configurations
+   (Llama-2-7B's total, micro_batch, seq_len and dp varying), against the same loop through
+   ``Scenario.with_values(...).evaluate`` (timed on a sample), and the memory the loop adds.
+6. interactive commands in a new process, the cache warm: ``show``, ``solve``, ``plan``,
+   ``docs`` and ``estimate`` with a value not seen before, against ``python -c "import sympy"``.
 """
 from __future__ import annotations
 
@@ -145,6 +150,55 @@ def main() -> int:
     t_sympy = wall([sys.executable, "-c", "import os, sympy; os._exit(0)"], repeat=3)
     rows.append(("library load, cache cold: parse, resolve, compose", f"{t_load:.2f} s",
                  f"{t_sympy:.2f} s (import sympy)", f"{t_load / t_sympy:.1f}x", "python bench/run.py"))
+
+    t_snap = wall(load, repeat=3)  # the snapshot this process's engine.load() left in the cache
+    rows.append(("library load, cache warm: snapshot, compose", f"{t_snap:.2f} s",
+                 f"{t_sympy:.2f} s (import sympy)", f"{t_snap / t_sympy:.1f}x", "python bench/run.py"))
+
+    # 5. exact evaluation from Python, in a loop
+    import tracemalloc
+    configs = [(1 + i % 64, 128 + 17 * i, 1 << (i % 8)) for i in range(30_000)]
+    engine.evaluate("llama2-7b", "total", micro_batch=1, seq_len=1, dp=1)  # the program, built once
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    t = time.perf_counter()
+    got = [engine.evaluate("llama2-7b", "total", micro_batch=b, seq_len=sl, dp=d) for b, sl, d in configs]
+    t_exact = (time.perf_counter() - t) / len(configs)
+    del got
+    grown = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    t = time.perf_counter()
+    base = Scenario.create(lib, "llama2-7b")
+    for b, sl, d in configs[:100]:
+        want = base.with_values(micro_batch=b, seq_len=sl, dp=d).evaluate("total")
+        assert engine.evaluate("llama2-7b", "total", micro_batch=b, seq_len=sl, dp=d) == want
+    t_scenario = (time.perf_counter() - t) / 100
+    rows.append(("exact evaluation from Python: configurations / s", f"{1 / t_exact:,.0f}",
+                 f"{1 / t_scenario:,.0f} (Scenario.evaluate)", f"{t_scenario / t_exact:,.0f}x",
+                 "python bench/run.py"))
+    rows.append(("memory added by 30,000 distinct configurations", f"{grown / 1024:,.0f} KiB", "-", "-",
+                 "python bench/run.py"))
+
+    # 6. interactive commands, cache warm
+    commands = [["show", "total", "llama2-70b"],
+                ["solve", "max", "micro_batch", "llama2-7b", "--gpu", "h100-80g", "--set", "zero_stage=3",
+                 "--set", "dp=8", "--set", "seq_len=4096"],
+                ["plan", "llama2-70b", "--gpu", "h100-80g", "--gpus", "64"],
+                ["docs", "--out", "/tmp/memform-bench-docs"]]
+    for argv in commands:
+        cmd = [sys.executable, "-m", "engine", *argv]
+        subprocess.run(cmd, cwd=ROOT, capture_output=True)  # warm
+        t_cmd = wall(cmd, repeat=3)
+        rows.append((f"memform {' '.join(argv[:2])} (cache warm)", f"{t_cmd:.2f} s", f"{t_sympy:.2f} s (import sympy)",
+                     f"{t_cmd / t_sympy:.1f}x", " ".join(argv)))
+    import random
+    seen = iter(random.sample(range(9, 1_000_000), 3))  # dp values the formula cache has not seen
+    t_new = statistics.median(
+        best(lambda: subprocess.run([sys.executable, "-m", "engine", "estimate", "llama2-7b", "--gpu", "h100-80g",
+                                     "--set", f"dp={next(seen)}"], cwd=ROOT, capture_output=True, check=True), repeat=1)
+        for _ in range(3))
+    rows.append(("memform estimate, a dp not seen before (cache warm)", f"{t_new:.2f} s", f"{t_sympy:.2f} s (import sympy)",
+                 f"{t_new / t_sympy:.1f}x", "estimate llama2-7b --gpu h100-80g --set dp=N"))
 
     widths = [max(len(r[i]) for r in rows + [HEAD]) for i in range(5)]
     for r in [HEAD, tuple("-" * w for w in widths)] + rows:

@@ -16,7 +16,8 @@ from .errors import EngineError
 #: with a warm cache never imports sympy (see :mod:`engine.fast`)
 _LAZY = {"Library": ("registry", "Library"), "load": ("registry", "load"),
          "Scenario": ("model", "Scenario"), "estimate": ("estimate", "estimate"),
-         "show": ("estimate", "show"), "solve": ("solve", "solve"), "plan": ("plan", "plan")}
+         "show": ("estimate", "show"), "solve": ("solve", "solve"), "plan": ("plan", "plan"),
+         "evaluate": ("exact", "evaluate"), "Evaluator": ("exact", "Evaluator")}
 
 __all__ = ["EngineError", *_LAZY]
 

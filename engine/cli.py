@@ -434,14 +434,15 @@ def cmd_show(args, out) -> int:
 
 def cmd_plan(args, out) -> int:
     from .estimate import gb
-    from .plan import exact, plan, validate_plan_args
+    from .plan import exact, layout_evaluator, plan, validate_plan_args
     validate_plan_args(args.gpus, args.top, args.max_micro_batch)
     lib = _library(args.rules)
     scenario = _scenario(lib, args, args.model)
     with _LazyProgress() as progress:
         rows = plan(scenario, args.gpus, max_micro_batch=args.max_micro_batch, sort=args.sort,
                     progress=progress, divisibility=not args.no_divisibility)
-    listed = [r for r in (exact(scenario, row) for row in rows[:args.top]) if r is not None]
+    evaluator = layout_evaluator(scenario) if rows else None
+    listed = [r for r in (exact(scenario, row, evaluator) for row in rows[:args.top]) if r is not None]
     if args.json:
         out.write(json.dumps({"feasible": len(rows), "layouts": [r.to_json() for r in listed]}, indent=2) + "\n")
         return 0 if rows else 1

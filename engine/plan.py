@@ -150,14 +150,37 @@ def _check_real(scenario: Scenario, layout: tuple, micro_batch: int) -> None:
                           hint="a rule takes the square root or logarithm of a negative number, or divides by zero")
 
 
-def exact(scenario: Scenario, row: Layout) -> Layout:
-    """``row`` re-evaluated exactly; the micro-batch is lowered if the float sweep erred."""
+#: what a layout sets (beside the micro-batch)
+LAYOUT = ("tp", "pp", "dp", "zero_stage", "recompute")
+
+
+def layout_evaluator(scenario: Scenario):
+    """The per-GPU total of ``scenario`` as an exact function of the layout and the
+    micro-batch (:class:`engine.exact.Evaluator`), or None where the library has none."""
+    from .exact import Evaluator
+    try:
+        return Evaluator.of(scenario, "total", (*LAYOUT, "micro_batch"))
+    except EngineError:
+        return None
+
+
+def exact(scenario: Scenario, row: Layout, evaluator=None) -> Layout:
+    """``row`` re-evaluated exactly; the micro-batch is lowered if the float sweep erred.
+    ``evaluator`` (:func:`layout_evaluator`) computes the same exact total as the scenario
+    does, thousands of times faster; where it cannot, the scenario answers (or says why not)."""
     from .estimate import whole_bytes
     mb = row.micro_batch
     while mb >= 1:
-        s = scenario.with_values(tp=row.tp, pp=row.pp, dp=row.dp, zero_stage=row.zero_stage,
-                                 recompute=row.recompute, micro_batch=mb)
-        total = s.evaluate("total")
+        values = dict(tp=row.tp, pp=row.pp, dp=row.dp, zero_stage=row.zero_stage, recompute=row.recompute,
+                      micro_batch=mb)
+        total = None
+        if evaluator is not None:
+            try:
+                total = evaluator(**values)
+            except EngineError:  # the sympy path reports it, naming the rule
+                total = None
+        if total is None:
+            total = scenario.with_values(**values).evaluate("total")
         if total <= row.capacity:
             return Layout(row.tp, row.pp, row.dp, row.zero_stage, row.recompute, mb, whole_bytes(total),
                           row.capacity)

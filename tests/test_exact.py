@@ -1,0 +1,154 @@
+"""engine.exact: the specialised exact evaluator gives what the tree walker (engine.fast) and
+the sympy path (Scenario.evaluate) give, for every rule of every model preset."""
+import random
+import tracemalloc
+from fractions import Fraction
+
+import pytest
+
+from engine import exact, fast
+from engine.errors import DomainError, EngineError, UnknownNameError
+from engine.model import Scenario
+from engine.report import EXTRA_RULES, TOP_LEVEL
+
+#: what varies between calls: workload, layout, and options that switch whole rule families
+VARYING = ("micro_batch", "seq_len", "dp", "tp", "zero_stage", "recompute", "precision", "optimizer")
+GPU = "h100-80g"
+
+
+@pytest.fixture(scope="module")
+def compiled(lib):
+    return fast.compile_library(lib)
+
+
+def _models(lib) -> list[str]:
+    return sorted(name for kind, name in lib.presets if kind == "model")
+
+
+def _sample(rng: random.Random, compiled: dict) -> dict:
+    out = {"micro_batch": rng.choice([1, 2, 3, 8]), "seq_len": rng.choice([1, 17, 2048, 4096, 32768]),
+           "dp": rng.choice([1, 2, 8, 64]), "tp": rng.choice([1, 2, 4, 8])}
+    for name in VARYING:
+        if name in compiled["options"]:
+            out[name] = rng.choice(compiled["options"][name][0])
+    return out
+
+
+def _walked(compiled: dict, model: str, values: dict, rule: str):
+    """The tree walker's value (or the name of its failure) for the same values."""
+    env = dict(compiled["defaults"])
+    env.update(compiled["presets"][("model", model)])
+    env.update(compiled["presets"][("gpu", GPU)])
+    env.update({n: (v if isinstance(v, str) else Fraction(v)) for n, v in values.items()})
+    try:
+        return fast.evaluate(compiled, env, [rule])[rule]
+    except (fast.Unsupported, ArithmeticError):
+        return "fails"
+
+
+def _specialised(ev_all, model, rules, values, lib):
+    """Every rule's value from one program, or rule by rule where one of them fails."""
+    try:
+        return ev_all(**values)
+    except EngineError:
+        out = {}
+        for rule in rules:
+            try:
+                out[rule] = exact.Evaluator(model, rule, gpu=GPU, varying=VARYING, library=lib)(**values)
+            except EngineError:
+                out[rule] = "fails"
+        return out
+
+
+def test_every_rule_of_every_model_equals_the_tree_walker(lib, compiled):
+    rng = random.Random(11)
+    rules = tuple(compiled["rules"])
+    checked = differ = 0
+    for model in _models(lib):
+        ev = exact.Evaluator(model, rules, gpu=GPU, varying=VARYING, library=lib)
+        for _ in range(2):
+            values = _sample(rng, compiled)
+            got = _specialised(ev, model, rules, values, lib)
+            for rule in rules:
+                want = _walked(compiled, model, values, rule)
+                checked += 1
+                if got[rule] != want:
+                    differ += 1
+                    assert got[rule] == want, (model, rule, values)
+    assert checked >= 50 * len(rules) and differ == 0
+
+
+@pytest.mark.parametrize("model, gpu", [("llama2-7b", "h100-80g"), ("deepseek-v3", "h100-80g"),
+                                        ("mixtral-8x7b", "a100-80g"), ("gpt3-175b", None)])
+def test_top_level_rules_equal_the_sympy_path(lib, model, gpu):
+    rng = random.Random(5)
+    rules = [r for r in TOP_LEVEL + EXTRA_RULES if r in lib.rules]
+    ev = exact.Evaluator(model, rules, gpu=gpu, varying=VARYING, library=lib)
+    options = {n: d.choices for n, d in lib.options.items()}
+    for _ in range(3):
+        values = {"micro_batch": rng.choice([1, 2, 4]), "seq_len": rng.choice([512, 4096]),
+                  "dp": rng.choice([1, 8]), "tp": rng.choice([1, 2, 8])}
+        values.update({n: rng.choice(options[n]) for n in VARYING if n in options})
+        scenario = Scenario.create(lib, model, gpu).with_values(**values)
+        got = ev(**values)
+        for rule in rules:
+            assert got[rule] == scenario.evaluate(rule), (rule, values)
+
+
+def test_the_llama2_7b_figures_it_gives():
+    """Llama-2-7B's published parameter count (6,738,415,616) and its weights under ZeRO-3."""
+    assert exact.evaluate("llama2-7b", "n_params") == 6_738_415_616
+    assert exact.evaluate("llama2-7b", "weights", zero_stage=3, dp=8) == Fraction(6_738_415_616 * 2, 8)
+    ev = exact.Evaluator("llama2-7b", "weights", values={"zero_stage": 3}, varying=("dp",))
+    assert [ev(dp=d) for d in (1, 2, 4)] == [Fraction(6_738_415_616 * 2, d) for d in (1, 2, 4)]
+
+
+def test_options_may_vary_too():
+    ev = exact.Evaluator("llama2-7b", "grads", varying=("zero_stage", "dp"))
+    assert ev(zero_stage=0, dp=8) == 2 * 6_738_415_616
+    assert ev(zero_stage=2, dp=8) == Fraction(2 * 6_738_415_616, 8)
+    assert ev(zero_stage="2", dp=8) == ev(zero_stage=2, dp=8)
+
+
+@pytest.mark.parametrize("call, error, words", [
+    (lambda: exact.Evaluator("llama2-7b", "totl"), UnknownNameError, "did you mean 'total'"),
+    (lambda: exact.Evaluator("llama2-7bb", "total"), UnknownNameError, "llama2-7b"),
+    (lambda: exact.Evaluator("llama2-7b", "total", varying=("micro_bach",)), UnknownNameError, "micro_batch"),
+    (lambda: exact.evaluate("llama2-7b", "total", micro_batch=0), DomainError, ">= 1"),
+    (lambda: exact.evaluate("llama2-7b", "total", micro_batch=1.5), DomainError, "exact number"),
+    (lambda: exact.evaluate("llama2-7b", "total", micro_batch="2"), DomainError, "micro_batch"),
+    (lambda: exact.evaluate("llama2-7b", "total", zero_stage=5), DomainError, "choices are 0, 1, 2, 3"),
+    (lambda: exact.Evaluator("llama2-7b", "total", varying=("dp",))(), EngineError, "missing: dp"),
+    (lambda: exact.Evaluator("llama2-7b", "total", varying=("dp",))(dp=1, tp=2), EngineError, "not varying"),
+])
+def test_bad_names_and_values_are_clear_errors(call, error, words):
+    with pytest.raises(error) as caught:
+        call()
+    assert words in str(caught.value) + str(getattr(caught.value, "hint", "") or "")
+
+
+def test_memory_stays_flat_over_many_configurations():
+    def run(n, start):
+        for i in range(start, start + n):
+            exact.evaluate("llama2-7b", "total", micro_batch=1 + i % 64, seq_len=1 + i, dp=1 + i % 7)
+    run(2_000, 0)  # the program built
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        run(20_000, 10_000)  # every configuration new
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 64 * 1024
+
+
+def test_plan_lists_the_exact_totals_of_the_sympy_path(lib):
+    """`memform plan` re-evaluates the rows it lists with the layout's exact evaluator; each
+    equals the scenario's own exact total (and the micro-batch is the same)."""
+    from engine.plan import exact as exact_row, layout_evaluator, plan
+    scenario = Scenario.create(lib, "llama2-70b", "h100-80g")
+    rows = plan(scenario, 64)[:12]
+    ev = layout_evaluator(scenario)
+    assert ev is not None and len(rows) == 12
+    for row in rows:
+        assert exact_row(scenario, row, ev) == exact_row(scenario, row)

@@ -244,34 +244,57 @@ def _run_check(lib: Library, check, lhs, rhs, where, samples: int, seed: int) ->
         b = real_values(compile_expr(right, symbols)(*args), size)
         mask = (np.broadcast_to(np.asarray(compile_expr(cond, symbols)(*args), bool), (size,))
                 if cond is not sympy.true else np.ones(size, bool))
-    tested = int(mask.sum())
+    return _verdict(lib, check, (lhs, rhs), a, b, mask, owners, {s.name: col for s, col in zip(inputs, args)})
+
+
+def _verdict(lib: Library, check, sides, a, b, mask, owners, columns: dict) -> CheckResult:
+    """The result of a check whose sides are ``a`` and ``b`` over the sampled scenarios
+    (``owners``: the model preset of each; ``columns``: the values of the inputs and options
+    read), where ``mask`` holds: the first scenario that breaks it, with its values."""
+    size = len(owners)
+    tested, bad = _judge(check.op, a, b, mask)
     if not tested:
-        return CheckResult(check, 0, f"tested nothing: its 'where' holds in none of the {size:,} "
-                                     "scenarios sampled")
-    tol = 1e-9 * np.maximum(np.abs(a), np.abs(b)) + 1e-6
-    op = check.op
-    ok = {"==": np.abs(a - b) <= tol, "!=": np.abs(a - b) > tol, "<=": a <= b + tol,
-          ">=": a + tol >= b, "<": a < b - tol, ">": a > b + tol}[op]
-    ok &= np.isfinite(a) & np.isfinite(b)
-    bad = np.nonzero(mask & ~ok)[0]
+        return _nothing_tested(check, size)
     if not len(bad):
         return CheckResult(check, tested)
     i = bad[0]
     name, fixed = owners[i]
+    sample = _sample_at(lib, columns, fixed, i)
+    return CheckResult(check, tested, _failure(lib, check, sides, name, sample, a[i], b[i]))
+
+
+def _judge(op: str, a, b, mask) -> tuple[int, np.ndarray]:
+    """How many scenarios a check tested (``mask``), and the indices of those that break it."""
+    tol = 1e-9 * np.maximum(np.abs(a), np.abs(b)) + 1e-6
+    ok = {"==": np.abs(a - b) <= tol, "!=": np.abs(a - b) > tol, "<=": a <= b + tol,
+          ">=": a + tol >= b, "<": a < b - tol, ">": a > b + tol}[op]
+    ok &= np.isfinite(a) & np.isfinite(b)
+    return int(mask.sum()), np.nonzero(mask & ~ok)[0]
+
+
+def _nothing_tested(check, size: int) -> CheckResult:
+    return CheckResult(check, 0, f"tested nothing: its 'where' holds in none of the {size:,} scenarios sampled")
+
+
+def _sample_at(lib: Library, columns: dict, fixed: dict, i: int) -> dict:
+    """The values scenario ``i`` gives the names in ``columns`` that its preset leaves open."""
     sample = {}
-    for sym, col in zip(inputs, args):
-        if sym.name not in fixed:
-            decl = lib.decls[sym.name]
-            sample[sym.name] = decl.choice_of(int(col[i])) if isinstance(decl, OptionDecl) else float(col[i])
+    for n, col in columns.items():
+        if n not in fixed:
+            decl = lib.decls[n]
+            sample[n] = decl.choice_of(int(col[i])) if isinstance(decl, OptionDecl) else float(col[i])
+    return sample
+
+
+def _failure(lib: Library, check, sides, name: str, sample: dict, a: float, b: float) -> str:
     where = f"fails for {name}" + (" with " if sample else "") + ", ".join(
         f"{n}={v}" if isinstance(v, str) else f"{n}={v:g}" for n, v in sample.items())
-    unreal = [side for side, v in (("left", a[i]), ("right", b[i])) if not np.isfinite(v)]
+    unreal = [side for side, v in (("left", a), ("right", b)) if not np.isfinite(v)]
     if not unreal:
-        return CheckResult(check, tested, f"{where}: {a[i]:.6g} {op} {b[i]:.6g} is false")
-    origin = _origin(lib, (lhs, rhs), name, sample)
-    return CheckResult(check, tested, f"{where}: the {' and '.join(unreal)} side "
-                                      f"{'is' if len(unreal) == 1 else 'are'} not a finite real number"
-                                      + (f"\n{origin}" if origin else ""))
+        return f"{where}: {a:.6g} {check.op} {b:.6g} is false"
+    origin = _origin(lib, sides, name, sample)
+    return (f"{where}: the {' and '.join(unreal)} side {'is' if len(unreal) == 1 else 'are'} not a finite "
+            "real number" + (f"\n{origin}" if origin else ""))
 
 
 def _origin(lib: Library, sides, model: str, sample: dict) -> str | None:
@@ -305,6 +328,82 @@ def _origin(lib: Library, sides, model: str, sample: dict) -> str | None:
 
 
 def run_checks(lib: Library, samples: int = 2000) -> list[CheckResult]:
-    """Every check of the library, each on ``samples`` scenarios per model preset."""
+    """Every check of the library, each on ``samples`` scenarios per model preset.  The
+    library's own checks over its own rules are sampled together, on one sample of every
+    input and option per preset, by :class:`_Sampled` (no sympy composition: seconds for all
+    of them); the others (a user's checks, checks over a user's overrides, rules with no tree
+    form) one by one, composed and compiled (:func:`run_check`)."""
     validate_samples(samples)
-    return [run_check(lib, *item, samples=samples, seed=i) for i, item in enumerate(lib.lowered_checks)]
+    sampled = _Sampled(lib, samples).run([item for item in lib.lowered_checks if shipped(item[0])])
+    return [sampled.get(id(item[0])) or run_check(lib, *item, samples=samples, seed=i)
+            for i, item in enumerate(lib.lowered_checks)]
+
+
+class _Sampled:
+    """Checks on one sample of every input and option, ``samples`` scenarios per model preset
+    (the options and inputs a preset leaves open drawn as :func:`_column` draws them), one
+    preset at a time: the library's rules over it (:class:`engine.vector.VectorEvaluator`,
+    each rule evaluated once for every check that reads it), no sympy composition."""
+
+    def __init__(self, lib: Library, samples: int, seed: int = 0) -> None:
+        self.lib, self.samples, self.seed = lib, samples, seed
+
+    def run(self, items) -> dict:
+        """{id(check): CheckResult} for the checks of ``items`` (as ``lib.lowered_checks``
+        holds them) that read only the library's own rules, in tree form."""
+        from .fast import compile_library, expr_tree
+        from .vector import VectorEvaluator, reach
+        lib = self.lib
+        if not items:
+            return {}
+        rules = compile_library(lib)["rules"]
+        prepared = []
+        for check, lhs, rhs, where in items:
+            trees = [expr_tree(lib, e) for e in (lhs, rhs)]
+            if where is not sympy.true:
+                trees.append(expr_tree(lib, where))
+            used, inputs, ok = reach(rules, trees)
+            if ok and all(shipped(lib.rules[r]) for r in used):
+                prepared.append((check, (lhs, rhs), trees, sorted(inputs)))
+        models = _models(lib)
+        architecture = {n for _, fixed in models for n in fixed}
+        pinned = sorted(n for n in architecture if n in lib.rules)
+        syms = {**lib._input_syms, **lib._option_syms}
+        rng = np.random.default_rng(self.seed)
+        n = self.samples
+        tested = {id(c): 0 for c, *_ in prepared}
+        failed: dict = {}
+        for name, fixed in models:
+            env = {k: _column(lib, syms[k], fixed, architecture, rng, n) for k in sorted(syms)}
+            pins = {k: (np.full(n, k in fixed), np.full(n, float(lib.check_value(k, fixed[k])) if k in fixed else np.nan))
+                    for k in pinned}
+            evaluator = VectorEvaluator(rules, env, pins)
+            for check, sides, trees, inputs in prepared:
+                if id(check) in failed:
+                    continue
+                try:
+                    with np.errstate(all="ignore"):
+                        a, b = (real_values(evaluator.value(t), n) for t in trees[:2])
+                        mask = (np.broadcast_to(np.asarray(evaluator.value(trees[2]), bool), (n,))
+                                if len(trees) == 3 else np.ones(n, bool))
+                except OverflowError:  # past float64: run_check says so
+                    failed[id(check)] = None
+                    continue
+                count, bad = _judge(check.op, a, b, mask)
+                tested[id(check)] += count
+                if len(bad):
+                    i = bad[0]
+                    failed[id(check)] = (name, _sample_at(lib, {k: env[k] for k in inputs}, fixed, i), a[i], b[i])
+        out = {}
+        size = n * len(models)
+        for check, sides, _, _ in prepared:
+            key = id(check)
+            if key in failed:
+                if failed[key] is not None:
+                    name, sample, a, b = failed[key]
+                    out[key] = CheckResult(check, tested[key], _failure(lib, check, sides, name, sample, a, b))
+            elif not tested[key]:
+                out[key] = _nothing_tested(check, size)
+            else:
+                out[key] = CheckResult(check, tested[key])
+        return out

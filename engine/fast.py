@@ -129,11 +129,18 @@ def _plain(value):
 
 
 def _tree(lib, name: str) -> tuple:
+    return expr_tree(lib, lib.lowered[name])
+
+
+def expr_tree(lib, expr) -> tuple:
+    """A resolved expression (a rule's, a check side) as the tree of tuples the compiled form
+    keeps: ("+", a, b), ("v", input), ("r", rule), ("if", (condition, value), ...) ...; what
+    has no tree form (log2, an irrational power, NaN) is ("?", its text)."""
     import sympy
     from .rules import At
     inputs = {s: n for n, s in lib._input_syms.items()}
     inputs.update({s: n for n, s in lib._option_syms.items()})
-    rules = {sympy.Symbol(d): d for d in lib.deps[name]}
+    rules = {s: s.name for s in expr.free_symbols if s.name in lib.rules and s == sympy.Symbol(s.name)}
     relations = {sympy.Eq: "==", sympy.Ne: "!=", sympy.Lt: "<", sympy.Le: "<=", sympy.Gt: ">",
                  sympy.Ge: ">="}
     nary = {sympy.Add: "+", sympy.Mul: "*", sympy.Max: "max", sympy.Min: "min", sympy.And: "and",
@@ -167,7 +174,7 @@ def _tree(lib, name: str) -> tuple:
             return ("@", e.args[0].name, tuple((inputs[k], walk(v)) for k, v in zip(flat[::2], flat[1::2])))
         return ("?", str(e))  # nan, an irrational power, log2 ...: the full path answers
 
-    return walk(lib.lowered[name])
+    return walk(expr)
 
 
 # ---------------------------------------------------------------- evaluating

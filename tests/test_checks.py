@@ -222,3 +222,47 @@ def test_a_compiled_side_equals_its_exact_value(lib):
     exact = float(expr.xreplace(values))
     compiled = real_values(compile_expr(expr, symbols)(*(np.array([float(values[s])]) for s in symbols)), (1,))[0]
     assert exact > 0 and compiled == pytest.approx(exact, rel=1e-9)
+
+
+# ---------------------------------------------------------------- the library's checks, sampled together
+def _broken_library(tmp_path):
+    """The shipped rule files with the device holding less than the allocator reserved."""
+    import shutil
+    from engine.parser import data_path
+    folder = tmp_path / "formulas"
+    shutil.copytree(data_path("formulas"), folder)
+    peak = folder / "peak.mem"
+    text = peak.read_text()
+    assert "rule device_used : bytes = peak_reserved + cuda_context" in text
+    peak.write_text(text.replace("rule device_used : bytes = peak_reserved + cuda_context",
+                                 "rule device_used : bytes = peak_reserved - cuda_context"))
+    return engine.load(folder=folder)
+
+
+def test_the_sampled_checks_find_a_broken_rule(tmp_path, monkeypatch):
+    # the library's own checks are sampled together over the compiled trees (engine/vector.py);
+    # the copy's files count as the library's own here, so that path is the one that runs
+    import engine.checks as checks
+    lib = _broken_library(tmp_path)
+    monkeypatch.setattr(checks, "shipped", lambda decl: True)
+    device = next(item for item in lib.lowered_checks if item[0].doc == "the device holds the reserved memory")
+    reserved = next(item for item in lib.lowered_checks if item[0].doc == "reserved memory holds the allocated memory")
+    results = checks._Sampled(lib, 5).run([device, reserved])
+    assert results[id(reserved[0])].ok
+    bad = results[id(device[0])]
+    assert not bad.ok and bad.failure.startswith("fails for ") and bad.failure.endswith(" is false")
+    # the composed path (a user's checks) agrees
+    assert not run_check(lib, *device, samples=5).ok
+
+
+def test_the_sampled_checks_agree_with_the_composed_ones(lib):
+    import engine.checks as checks
+    items = [item for item in lib.lowered_checks
+             if item[0].doc in ("memory never decreases when the micro-batch grows",
+                                "per-GPU memory never grows when tp doubles")]
+    sampled = checks._Sampled(lib, 20).run(items)
+    assert len(sampled) == 2
+    for item in items:
+        composed = run_check(lib, *item, samples=20)
+        assert composed.ok and sampled[id(item[0])].ok
+        assert sampled[id(item[0])].samples > 0

@@ -18,9 +18,11 @@ True
 >>> evaluate("llama2-7b", "n_params")
 Fraction(6738415616, 1)
 
-The value of every rule equals the tree-walking evaluator's (:func:`engine.fast.evaluate`),
-which ``tests/test_fast.py`` holds to the sympy path; ``tests/test_exact.py`` checks it for
-every rule of every model preset, and ``bench/run.py`` measures configurations per second.
+With nothing varying, the same :class:`Program` folds every rule to its value: that is how
+:func:`engine.fast.evaluate` answers ``memform estimate`` without sympy (``tests/test_fast.py``
+holds it to the sympy path).  ``tests/test_exact.py`` checks the specialised program against
+the folded one for every rule of every model preset, and against the sympy path for the
+top-level rules; ``bench/run.py`` measures configurations per second.
 """
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ _RELATIONS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": oper
               ">": operator.gt, ">=": operator.ge}
 
 
-def _plain(x):
+def plain(x):
     """An exact number as the program computes with it: an int where it is whole (int
     arithmetic is many times faster than Fraction's), else a Fraction."""
     if type(x) is Fraction and x.denominator == 1:
@@ -132,8 +134,9 @@ def _branches(arms: list):
     return f
 
 
-class _Program:
-    """The straight-line program of some rules, specialised.  A partial value is either
+class Program:
+    """The straight-line program of some rules, specialised (with nothing varying, their
+    values, folded).  A partial value is either
     ``(True, number)`` (folded) or ``(False, closure)``: ``closure(slots)`` computes it from
     the slots, the first of which hold the varying values."""
 
@@ -169,7 +172,7 @@ class _Program:
     def node(self, t: tuple, env: dict, key: frozenset):
         op = t[0]
         if op == "n":
-            return True, _plain(t[1])
+            return True, plain(t[1])
         if op == "b":
             return True, t[1]
         if op == "v":
@@ -201,20 +204,20 @@ class _Program:
         known = [v for k, v in parts if k]
         fs = [v for k, v in parts if not k]
         if op == "+":
-            c = _plain(sum(known, 0))
+            c = plain(sum(known, 0))
             return (True, c) if not fs else (False, _sum(fs, c))
         if op == "*":
             c = 1
             for v in known:
                 c = c * v
-            c = _plain(c)
+            c = plain(c)
             return (True, c) if not fs or c == 0 else (False, _product(fs, c))
         if op == "^":
             e = t[2]
             if not fs:
                 if known[0] == 0 and e < 0:
                     return False, _unsupported("division by zero")
-                return True, _plain(Fraction(known[0]) ** e)
+                return True, plain(Fraction(known[0]) ** e)
             return False, _power(fs[0], e)
         if op in _RELATIONS:
             rel = _RELATIONS[op]
@@ -238,7 +241,7 @@ class _Program:
             return False, lambda s: not f(s)
         if op == "max" or op == "min":
             pick = max if op == "max" else min
-            c = _plain(pick(known)) if known else None
+            c = plain(pick(known)) if known else None
             return (True, c) if not fs else (False, _extreme(pick, fs, c))
         if op == "ceil" or op == "floor":
             rnd = math.ceil if op == "ceil" else math.floor
@@ -339,7 +342,7 @@ class Evaluator:
             if name in self.varying:
                 continue
             (pins if name in self._compiled["rules"] else fixed)[name] = self._number(name, value)
-        program = _Program(self._compiled, fixed, self.varying, pins)
+        program = Program(self._compiled, fixed, self.varying, pins)
         top = dict(program.top)
         self._out = [program.rule(r, top, frozenset()) for r in self.rules]
         self._steps = tuple(program.steps)
@@ -373,7 +376,7 @@ class Evaluator:
         if name in self._options:
             choices, numeric = self._options[name]
             return int(value) if numeric else choices.index(value)
-        return _plain(Fraction(value))
+        return plain(Fraction(value))
 
     def _checked(self, name: str, value):
         """``value`` for ``name`` as :func:`engine.fast.validate` accepts it (a choice name, or
@@ -385,9 +388,9 @@ class Evaluator:
             if not value.is_integer():
                 raise DomainError(f"'{name}' = {value!r}: give an exact number (an int or a Fraction)")
             value = int(value)
-        plain = value if isinstance(value, str) else (Fraction(value), self._dim(name))
+        given = value if isinstance(value, str) else (Fraction(value), self._dim(name))
         try:
-            return validate(self._compiled, name, plain)
+            return validate(self._compiled, name, given)
         except Unsupported:
             raise DomainError(f"'{name}' cannot be {value!r}", hint=self._domain(name)) from None
 

@@ -178,97 +178,30 @@ def expr_tree(lib, expr) -> tuple:
 
 
 # ---------------------------------------------------------------- evaluating
-class _Evaluator:
-    """The rules of a compiled library over one set of values (a memo per binding)."""
-
-    def __init__(self, rules: dict, env: dict, pins: dict):
-        self.rules, self.env, self.pins, self.memo = rules, env, pins, {}
-
-    def rule(self, name: str) -> Fraction:
-        if name in self.pins:
-            return self.pins[name]
-        value = self.memo.get(name)
-        if value is None:
-            value = self.memo[name] = self.value(self.rules[name][2])
-        return value
-
-    def value(self, t: tuple):
-        op = t[0]
-        if op == "n" or op == "b":
-            return t[1]
-        if op == "v":
-            try:
-                return self.env[t[1]]
-            except KeyError:
-                raise Unsupported(f"no value for '{t[1]}'") from None
-        if op == "r":
-            return self.rule(t[1])
-        if op == "+":
-            return sum((self.value(a) for a in t[1:]), Fraction(0))
-        if op == "*":
-            out = Fraction(1)
-            for a in t[1:]:
-                out *= self.value(a)
-            return out
-        if op == "^":
-            base, exp = self.value(t[1]), t[2]
-            if base == 0 and exp < 0:
-                raise Unsupported("division by zero")
-            return Fraction(base) ** exp
-        if op == "if":
-            for cond, value in t[1:]:
-                if self.value(cond):
-                    return self.value(value)
-            raise Unsupported("no branch applies")
-        if op == "==":
-            return self.value(t[1]) == self.value(t[2])
-        if op == "!=":
-            return self.value(t[1]) != self.value(t[2])
-        if op == "<":
-            return self.value(t[1]) < self.value(t[2])
-        if op == "<=":
-            return self.value(t[1]) <= self.value(t[2])
-        if op == ">":
-            return self.value(t[1]) > self.value(t[2])
-        if op == ">=":
-            return self.value(t[1]) >= self.value(t[2])
-        if op == "and":
-            return all(self.value(a) for a in t[1:])
-        if op == "or":
-            return any(self.value(a) for a in t[1:])
-        if op == "not":
-            return not self.value(t[1])
-        if op == "max":
-            return max(self.value(a) for a in t[1:])
-        if op == "min":
-            return min(self.value(a) for a in t[1:])
-        if op == "ceil":
-            return Fraction(math.ceil(self.value(t[1])))
-        if op == "floor":
-            return Fraction(math.floor(self.value(t[1])))
-        if op == "@":  # target[k = v, ...]: the target with some names rebound, in a fresh memo
-            env = dict(self.env)
-            env.update({k: self.value(v) for k, v in t[2]})
-            return _Evaluator(self.rules, env, self.pins).rule(t[1])
-        raise Unsupported(f"cannot evaluate {t[1] if op == '?' else op!r} without sympy")
-
-
 def evaluate(compiled: dict, values: dict, names) -> dict[str, Fraction]:
-    """The exact values of rules ``names`` under ``values`` (choice names and Fractions)."""
+    """The exact values of rules ``names`` under ``values`` (choice names and Fractions):
+    :class:`engine.exact.Program` with nothing varying, which folds every rule to its value
+    (each rule once per binding); :class:`Unsupported` where one cannot be computed without
+    sympy (a value missing, log2, no branch that applies)."""
+    from .exact import Program, plain
     options = compiled["options"]
-    env, pins = {}, {}
+    fixed, pins = {}, {}
     for name, value in values.items():
         if name in options:
             choices, numeric = options[name]
-            env[name] = Fraction(int(value) if numeric else choices.index(value))
+            fixed[name] = int(value) if numeric else choices.index(value)
         elif name in compiled["rules"]:
-            pins[name] = value
+            pins[name] = plain(value)
         else:
-            env[name] = value
-    ev = _Evaluator(compiled["rules"], env, pins)
+            fixed[name] = plain(value)
+    program = Program(compiled, fixed, (), pins)
+    found = [program.rule(name, program.top, frozenset()) for name in names]
+    slots = [None] * program.size
+    for j, f in program.steps:  # only what cannot be folded: each raises Unsupported
+        slots[j] = f(slots)
     out = {}
-    for name in names:
-        value = Fraction(ev.rule(name))
+    for name, (known, v) in zip(names, found):
+        value = Fraction(v if known else slots[v])
         if max(value.numerator.bit_length(), value.denominator.bit_length()) > MAX_BITS:
             raise Unsupported(f"'{name}' is too large")
         out[name] = value

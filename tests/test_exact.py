@@ -1,5 +1,6 @@
-"""engine.exact: the specialised exact evaluator gives what the tree walker (engine.fast) and
-the sympy path (Scenario.evaluate) give, for every rule of every model preset."""
+"""engine.exact: the specialised exact evaluator gives what the folded one (engine.fast.evaluate,
+every value fixed) and the sympy path (Scenario.evaluate) give, for every rule of every model
+preset."""
 import random
 import tracemalloc
 from fractions import Fraction
@@ -35,7 +36,7 @@ def _sample(rng: random.Random, compiled: dict) -> dict:
 
 
 def _walked(compiled: dict, model: str, values: dict, rule: str):
-    """The tree walker's value (or the name of its failure) for the same values."""
+    """The folded value (every value fixed: engine.fast.evaluate), or "fails", for the same values."""
     env = dict(compiled["defaults"])
     env.update(compiled["presets"][("model", model)])
     env.update(compiled["presets"][("gpu", GPU)])
@@ -60,7 +61,7 @@ def _specialised(ev_all, model, rules, values, lib):
         return out
 
 
-def test_every_rule_of_every_model_equals_the_tree_walker(lib, compiled):
+def test_every_rule_of_every_model_equals_the_folded_evaluation(lib, compiled):
     rng = random.Random(11)
     rules = tuple(compiled["rules"])
     checked = differ = 0

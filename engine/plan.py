@@ -1,8 +1,11 @@
 """Planning: every parallel layout of a model on N GPUs that fits, ranked.
 
-All candidate layouts (tp, pp, dp, ZeRO stage, recomputation) and micro-batches are
-evaluated in one vectorised call of the compiled per-GPU total; the rows that are shown
-are then re-evaluated exactly, so a listed layout always fits.
+For every candidate layout (tp, pp, dp, ZeRO stage, recomputation) the largest micro-batch
+that fits is found by bisection over the exact per-GPU total (:class:`engine.exact.Evaluator`,
+the library's rules specialised to the layout's names: a few microseconds a total).  A rule
+file with a square root or a logarithm has no exact total: then every layout and micro-batch
+is evaluated in one vectorised call of the compiled total, and the rows shown re-evaluated
+exactly, so a listed layout always fits.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from .checks import real_values
 from .errors import DomainError, EngineError, InfeasibleError, UsageError
 from .layout import DIVIDES, broken
 from .model import Scenario, compiled
+from .report import whole_bytes
 
 SORTS = {
     "model_parallel": lambda r: (r.tp * r.pp, -r.micro_batch, r.total),
@@ -100,9 +104,60 @@ def plan(scenario: Scenario, gpus: int, max_micro_batch: int = 256, max_tp: int 
         raise InfeasibleError(f"no layout of {gpus} GPUs divides the heads and layers ("
                               + ", ".join(f"{n} {int(v)}" for n, v in sizes.items()) + ")",
                               hint="--no-divisibility accepts uneven layouts")
+    evaluator = layout_evaluator(scenario)
+    try:
+        if evaluator is None:
+            raise _NotExact
+        rows = _exact_rows(evaluator, layouts, max_micro_batch, scenario.values["capacity"], progress)
+    except _NotExact:  # a rule without exact form (sqrt, log2): every layout in one numpy call
+        rows = _swept_rows(scenario, layouts, max_micro_batch, progress)
+    rows.sort(key=lambda r: SORTS[sort](r))
+    return rows
+
+
+class _NotExact(Exception):
+    """A layout's total that the exact evaluator cannot give (a square root, a logarithm)."""
+
+
+def _exact_rows(evaluator, layouts: list, most: int, capacity, progress) -> list[Layout]:
+    """For each layout, the largest micro-batch up to ``most`` that fits ``capacity``, found
+    by bisection over the exact per-GPU total (non-decreasing in the micro-batch: a library
+    check)."""
+    rows = []
+    for i, (tp, pp, dp, zero, rec) in enumerate(layouts):
+        seen: dict = {}
+
+        def total(mb: int):
+            if mb not in seen:
+                try:
+                    seen[mb] = evaluator(tp=tp, pp=pp, dp=dp, zero_stage=zero, recompute=rec, micro_batch=mb)
+                except EngineError:
+                    raise _NotExact from None
+            return seen[mb]
+
+        lo, hi = 1, most
+        if total(lo) > capacity:
+            lo = 0
+        elif total(hi) <= capacity:
+            lo = hi
+        else:
+            while hi - lo > 1:  # total(lo) fits, total(hi) does not
+                mid = (lo + hi) // 2
+                lo, hi = (mid, hi) if total(mid) <= capacity else (lo, mid)
+        if lo:
+            rows.append(Layout(tp, pp, dp, zero, rec, lo, whole_bytes(total(lo)), int(capacity)))
+        if progress and ((i + 1) % 64 == 0 or i + 1 == len(layouts)):
+            progress(i + 1, len(layouts))
+    return rows
+
+
+def _swept_rows(scenario: Scenario, layouts: list, most: int, progress) -> list[Layout]:
+    """Every layout and micro-batch in one vectorised call of the compiled per-GPU total
+    (float64; the rows shown are re-evaluated by :func:`exact`)."""
+    lib = scenario.library
     fn = compiled(scenario, "total", ("tp", "pp", "dp", "zero_stage", "recompute", "micro_batch"))
     arr = np.array([(t, p, d, z, lib.options["recompute"].code(r)) for t, p, d, z, r in layouts], float)
-    mbs = np.arange(1, max_micro_batch + 1, dtype=float)
+    mbs = np.arange(1, most + 1, dtype=float)
     capacity = scenario.values["capacity"]  # exact; the float is for the sweep only
     cap = float(capacity) if capacity < np.finfo(float).max else np.finfo(float).max
     best = np.zeros(len(arr), int)
@@ -123,13 +178,8 @@ def plan(scenario: Scenario, gpus: int, max_micro_batch: int = 256, max_tp: int 
         approx[start:start + chunk] = totals[np.arange(len(part)), np.maximum(count - 1, 0)]
         if progress:
             progress(min(len(arr), start + chunk), len(arr))
-    rows = []
-    for (tp, pp, dp, zero, rec), mb, tot in zip(layouts, best, approx):
-        if mb == 0:
-            continue
-        rows.append(Layout(tp, pp, dp, zero, rec, int(mb), int(tot), int(capacity)))
-    rows.sort(key=lambda r: SORTS[sort](r))
-    return rows
+    return [Layout(tp, pp, dp, zero, rec, int(mb), int(tot), int(capacity))
+            for (tp, pp, dp, zero, rec), mb, tot in zip(layouts, best, approx) if mb]
 
 
 def _check_real(scenario: Scenario, layout: tuple, micro_batch: int) -> None:
@@ -168,7 +218,6 @@ def exact(scenario: Scenario, row: Layout, evaluator=None) -> Layout:
     """``row`` re-evaluated exactly; the micro-batch is lowered if the float sweep erred.
     ``evaluator`` (:func:`layout_evaluator`) computes the same exact total as the scenario
     does, thousands of times faster; where it cannot, the scenario answers (or says why not)."""
-    from .estimate import whole_bytes
     mb = row.micro_batch
     while mb >= 1:
         values = dict(tp=row.tp, pp=row.pp, dp=row.dp, zero_stage=row.zero_stage, recompute=row.recompute,

@@ -86,7 +86,7 @@ def load_cached(build, folder: Path, grammar: Path):
     from . import snapshot
     from .fast import ensure
     key = fingerprint(folder, grammar)
-    library = None
+    library, built = None, False
     stored = read("library", key)
     if stored is not None:
         try:
@@ -94,12 +94,12 @@ def load_cached(build, folder: Path, grammar: Path):
         except snapshot.Refused:  # not what dump writes: built afresh and replaced
             library = None
     if library is None:
-        library = build()
+        library, built = build(), True
         try:
             write("library", key, snapshot.dump(library))
         except TypeError:  # holds what a snapshot does not keep: built every time
             pass
-    ensure(library, key)
+    ensure(library, key, built)
     return library
 
 

@@ -82,9 +82,13 @@ def _write(kind: str, key: str, data: dict) -> None:
 
 
 # ---------------------------------------------------------------- compiling (full path, with sympy)
-def ensure(library, key: str) -> None:
+def ensure(library, key: str, built: bool = True) -> None:
     """Write the compiled form of ``library`` (the shipped one, hashed ``key``) unless the
-    cache holds exactly that already: whatever else is there is replaced."""
+    cache holds exactly that already: whatever else is there is replaced.  A library loaded
+    from its snapshot (not ``built``) was compiled when the snapshot was written: a compiled
+    form that reads back whole (its HMAC checked) is that one."""
+    if not built and _read("compiled", key) is not None:
+        return
     compiled = compile_library(library)
     if _read("compiled", key) != dict(compiled, format=FORMAT, key=key):
         _write("compiled", key, compiled)
@@ -140,7 +144,9 @@ def expr_tree(lib, expr) -> tuple:
     from .rules import At
     inputs = {s: n for n, s in lib._input_syms.items()}
     inputs.update({s: n for n, s in lib._option_syms.items()})
-    rules = {s: s.name for s in expr.free_symbols if s.name in lib.rules and s == sympy.Symbol(s.name)}
+    from .rules import RuleDecl
+    rules = {s: s.name for s in expr.free_symbols
+             if isinstance(lib.decls.get(s.name), RuleDecl) and s == sympy.Symbol(s.name)}
     relations = {sympy.Eq: "==", sympy.Ne: "!=", sympy.Lt: "<", sympy.Le: "<=", sympy.Gt: ">",
                  sympy.Ge: ">="}
     nary = {sympy.Add: "+", sympy.Mul: "*", sympy.Max: "max", sympy.Min: "min", sympy.And: "and",

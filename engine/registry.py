@@ -15,7 +15,8 @@ import sys
 import threading
 from fractions import Fraction
 from pathlib import Path
-from typing import Iterable
+from types import MappingProxyType
+from typing import Iterable, Mapping
 
 import sympy
 
@@ -38,6 +39,7 @@ class Library:
         self.presets: dict[tuple[str, str], PresetDecl] = {}
         self.files: list[str] = []
         self._compose_cache: dict = {}
+        self._views: dict = {}  # kind of declaration -> (decls it was made of, its view)
         self.resolved = False
 
     # ------------------------------------------------------------------ loading
@@ -94,10 +96,17 @@ class Library:
                 hint=f"first defined at {old.span.file}:{old.span.line}"
                 + ("; write 'override rule' to replace it" if user and isinstance(old, RuleDecl) else ""))
         self.decls[decl.name] = decl
+        self._views.clear()
 
     # ------------------------------------------------------------------ views
-    def _of(self, cls) -> dict:
-        return {n: d for n, d in self.decls.items() if isinstance(d, cls)}
+    def _of(self, cls) -> Mapping:
+        """The declarations of one kind, by name (read-only; made once, not at every use:
+        resolving, composing and formatting ask for them thousands of times)."""
+        made = self._views.get(cls)
+        if made is None or made[0] is not self.decls or len(made[1]) > len(self.decls):
+            made = self._views[cls] = (self.decls, MappingProxyType(
+                {n: d for n, d in self.decls.items() if isinstance(d, cls)}))
+        return made[1]
 
     @property
     def rules(self) -> dict[str, RuleDecl]:

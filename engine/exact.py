@@ -50,6 +50,25 @@ def plain(x):
     return x
 
 
+def number(options: dict, name: str, value):
+    """A value as a program computes with it: an option's code (its index, or its number
+    for a numeric option such as zero_stage), else an exact number (:func:`plain`)."""
+    if name in options:
+        choices, numeric = options[name]
+        return int(value) if numeric else choices.index(value)
+    return plain(Fraction(value))
+
+
+def bindings(compiled: dict, values: dict, varying=()) -> tuple[dict, dict]:
+    """``values`` (choice names, numbers) but the ``varying`` names, split into the inputs and
+    options a :class:`Program` fixes and the rules it pins."""
+    fixed, pins = {}, {}
+    for name, value in values.items():
+        if name not in varying:
+            (pins if name in compiled["rules"] else fixed)[name] = number(compiled["options"], name, value)
+    return fixed, pins
+
+
 def _inverse(x):
     if x == 0:
         raise ZeroDivisionError("division by zero")
@@ -254,7 +273,7 @@ class Program:
     @staticmethod
     def _closure(part):
         known, v = part
-        return _Folded(v) if known else v
+        return _const(v) if known else v
 
     def _at(self, t: tuple, env: dict, key: frozenset):
         """target[k = v, ...]: the target in a binding with the keys rebound, each value
@@ -265,18 +284,6 @@ class Program:
             rebound[name] = (True, v) if known else (False, self._slot(v))
         new_key = frozenset((n, v) for n, v in rebound.items() if self.top.get(n) != v)
         return self._ref(self.rule(t[1], rebound, new_key))
-
-
-class _Folded:
-    """A folded value where a closure is wanted (an arm of a branch, a side of a relation)."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value) -> None:
-        self.value = value
-
-    def __call__(self, s):
-        return self.value
 
 
 class Evaluator:
@@ -337,11 +344,7 @@ class Evaluator:
     def _build(self, merged: dict) -> None:
         """The program, with the values in ``merged`` (choice names, Fractions) fixed but the
         varying ones."""
-        fixed, pins = {}, {}
-        for name, value in merged.items():
-            if name in self.varying:
-                continue
-            (pins if name in self._compiled["rules"] else fixed)[name] = self._number(name, value)
+        fixed, pins = bindings(self._compiled, merged, self.varying)
         program = Program(self._compiled, fixed, self.varying, pins)
         top = dict(program.top)
         self._out = [program.rule(r, top, frozenset()) for r in self.rules]
@@ -373,10 +376,7 @@ class Evaluator:
     # ------------------------------------------------------------------ values
     def _number(self, name: str, value):
         """An option's code or a number, as the program computes with it."""
-        if name in self._options:
-            choices, numeric = self._options[name]
-            return int(value) if numeric else choices.index(value)
-        return plain(Fraction(value))
+        return number(self._options, name, value)
 
     def _checked(self, name: str, value):
         """``value`` for ``name`` as :func:`engine.fast.validate` accepts it (a choice name, or

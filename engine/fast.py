@@ -189,17 +189,8 @@ def evaluate(compiled: dict, values: dict, names) -> dict[str, Fraction]:
     :class:`engine.exact.Program` with nothing varying, which folds every rule to its value
     (each rule once per binding); :class:`Unsupported` where one cannot be computed without
     sympy (a value missing, log2, no branch that applies)."""
-    from .exact import Program, plain
-    options = compiled["options"]
-    fixed, pins = {}, {}
-    for name, value in values.items():
-        if name in options:
-            choices, numeric = options[name]
-            fixed[name] = int(value) if numeric else choices.index(value)
-        elif name in compiled["rules"]:
-            pins[name] = plain(value)
-        else:
-            fixed[name] = plain(value)
+    from .exact import Program, bindings
+    fixed, pins = bindings(compiled, values)
     program = Program(compiled, fixed, (), pins)
     found = [program.rule(name, program.top, frozenset()) for name in names]
     slots = [None] * program.size

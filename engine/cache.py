@@ -201,9 +201,10 @@ def read(kind: str, key: str):
         return None
 
 
-def write(kind: str, key: str, data) -> None:
+def write(kind: str, key: str, data, keep: int = KEEP_OTHERS) -> None:
     """Store ``data`` (what :func:`encode` takes) as ``kind`` for sources ``key``, and prune
-    the files of ``kind`` from older sources; quietly nothing when that is not possible."""
+    the files of ``kind`` with other keys (older sources) to the newest ``keep``; quietly
+    nothing when that is not possible."""
     folder = private_dir()
     if folder is None:
         return
@@ -216,18 +217,18 @@ def write(kind: str, key: str, data) -> None:
     except (ValueError, TypeError, RecursionError):  # not plain data: not kept
         return
     if _write_private(folder, name, MAGIC + _mac(secret, name, body) + b"\n" + body):
-        prune(kind, key)
+        prune(kind, key, keep)
 
 
-def prune(kind: str, key: str) -> None:
-    """Remove all but the newest :data:`KEEP_OTHERS` files of ``kind`` built from other sources."""
+def prune(kind: str, key: str, keep: int = KEEP_OTHERS) -> None:
+    """Remove all but the newest ``keep`` files of ``kind`` with other keys."""
     folder = private_dir()
     if folder is None:
         return
     try:
         others = [p for p in folder.glob(_name(kind, "*")) if p.name != _name(kind, key)]
         others.sort(key=lambda p: p.lstat().st_mtime, reverse=True)
-        for path in others[KEEP_OTHERS:]:
+        for path in others[keep:]:
             path.unlink(missing_ok=True)  # a symlink is removed, not followed
     except OSError:  # another process pruned first, or the folder is read-only
         pass

@@ -169,7 +169,13 @@ def _version() -> str:
         return "(source tree)"
 
 
+#: the notes of the command running, while its answer is being kept (see :func:`_answered`)
+_NOTES: list[str] | None = None
+
+
 def _note(text: str) -> None:
+    if _NOTES is not None:
+        _NOTES.append(text)
     sys.stderr.write(f"memform: note: {text}\n")
 
 
@@ -566,27 +572,39 @@ def cmd_presets(args, out) -> int:
 
 
 def cmd_docs(args, out) -> int:
-    from .docs import DOCS_DIR, FORMATS, check, display_path, render
-    lib = _library([])
+    from .paths import DOC_FILES
     if args.check:
-        path = check(lib, args.out or DOCS_DIR, args.format)  # StaleDocsError: exit 1
+        from .docs import DOCS_DIR, check, display_path
+        path = check(_library([]), args.out or DOCS_DIR, args.format)  # StaleDocsError: exit 1
         out.write(f"{display_path(path)} is up to date\n")
         return 0
     if args.out is None:
-        out.write(render(lib, args.format))
+        out.write(_reference(args.format))
         return 0
-    path = Path(args.out) / FORMATS[args.format]
+    path = Path(args.out) / DOC_FILES[args.format]
     try:  # the folder first: a path that cannot be written is an error before seconds of rendering
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot write '{path}': {exc.strerror}") from None
-    text = render(lib, args.format)
+    text = _reference(args.format)
     try:
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"cannot write '{path}': {exc.strerror}") from None
     out.write(f"wrote {path}\n")
     return 0
+
+
+def _reference(fmt: str) -> str:
+    """The formula reference in ``fmt``: as rendered from these sources before (no sympy), or
+    rendered now and kept."""
+    from . import fast
+    text = fast.kept_docs(fmt)
+    if text is None:
+        from .docs import render
+        text = render(_library([]), fmt)
+        fast.keep_docs(fmt, text)
+    return text
 
 
 def cmd_plot(args, out) -> int:
@@ -652,6 +670,9 @@ def error_json(exc: EngineError) -> dict:
             "exit_code": exc.exit_code}
 
 
+#: commands whose answers are kept as text (:mod:`engine.fast`)
+ANSWERED = ("show", "solve", "plan")
+
 COMMANDS = {"estimate": cmd_estimate, "serve": cmd_serve, "solve": cmd_solve, "show": cmd_show, "plan": cmd_plan,
             "check": cmd_check, "presets": cmd_presets, "docs": cmd_docs, "plot": cmd_plot,
             "measure": cmd_measure, "calibrate": cmd_calibrate, "names": cmd_names}
@@ -668,6 +689,29 @@ def _printable_values() -> None:
         sys.set_int_max_str_digits(digits)
 
 
+def _answered(args, out) -> int:
+    """A command whose answer depends on its arguments and the sources alone: the text kept
+    when it last ran with these arguments (no sympy), else its run, kept for the next time."""
+    global _NOTES
+    import io
+    from . import fast
+    kept = fast.answer(args)
+    if kept is not None:
+        code, text, notes = kept
+        for note in notes:
+            _note(note)
+        out.write(text)
+        return code
+    buffer, _NOTES = io.StringIO(), []
+    try:
+        code = COMMANDS[args.command](args, buffer)
+        fast.remember_answer(args, code, buffer.getvalue(), _NOTES)
+        return code
+    finally:
+        _NOTES = None
+        out.write(buffer.getvalue())
+
+
 def main(argv: list[str] | None = None, out=None, err=None) -> int:
     """Run the command line; returns the exit code instead of raising."""
     out = out or sys.stdout
@@ -679,6 +723,8 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
     try:
         args = build_parser().parse_args(argv)
         as_json = getattr(args, "json", False)
+        if args.command in ANSWERED:
+            return _answered(args, out)
         return COMMANDS[args.command](args, out)
     except EngineError as exc:
         if as_json:  # a script reads the error from stdout, as it would the answer

@@ -26,11 +26,12 @@ from .errors import EngineError, UsageError, shown
 from .estimate import SHOWN_INPUTS, TOTAL_OPAQUE, formula, gb, gib, whole_bytes
 from .model import Scenario
 from .parser import data_path
+from .paths import DOC_FILES
 from .registry import Library
 from .rules import BYTE, Decl, DtypeDecl, InputDecl, OptionDecl, RuleDecl
 
 #: the reference's file name in each format
-FORMATS = {"md": "reference.md", "latex": "reference.tex", "html": "reference.html"}
+FORMATS = DOC_FILES
 
 #: topics first, in this order (file stems, aliases included); other files follow alphabetically
 TOPIC_ORDER = ("dtypes", "model", "parameters", "training", "activations", "inference", "kv_cache",

@@ -192,8 +192,8 @@ class Estimate:
         scenario = self.scenario
         shown = {}
         if formulas:
-            shown = {name: show_text(formula(scenario, name)) for name in self.components}
-            shown["total"] = show_text(formula(scenario, "total", opaque=TOTAL_OPAQUE))
+            shown = {name: column_text(formula(scenario, name)) for name in self.components}
+            shown["total"] = column_text(formula(scenario, "total", opaque=TOTAL_OPAQUE))
         rules = dict(self.rules, **{n: scenario.evaluate(n) for n in SIZES if n in scenario.library.rules})
         return Report(scenario.model, scenario.gpu, scenario.values, rules, self.components,
                       self.capacity, shown)
@@ -202,6 +202,14 @@ class Estimate:
 def show_text(expr) -> str:
     """An expression as one line of text, its terms in graded order."""
     return sympy.sstr(expr, order="grlex")
+
+
+def column_text(expr) -> str:
+    """A formula of the estimate's column: a polynomial expanded and printed as the path
+    without sympy prints it (:mod:`engine.columns`), anything else by sympy."""
+    from .columns import from_sympy, text
+    poly = from_sympy(expr)
+    return show_text(expr) if poly is None else text(poly)
 
 
 def estimate(scenario: Scenario) -> Estimate:

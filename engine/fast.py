@@ -4,9 +4,14 @@ Importing sympy takes longer than an interactive answer should, so the common pa
 ``memform estimate`` does not.  When the library is resolved (with sympy) its rules are
 also written out as a compiled form: plain data that this module evaluates with exact
 :class:`fractions.Fraction` arithmetic, rule by rule, as :meth:`engine.model.Scenario._value`
-does with sympy.  The formula column of the table is rendered with sympy the first time
-a combination of options and sizes is estimated and kept beside it; ``micro_batch`` and
-``seq_len`` stay symbolic in it, so other workloads reuse it.
+does with sympy.  The formula column of the table is written out from the same trees where
+every formula in it is a polynomial (:mod:`engine.columns`: most scenarios); otherwise it is
+rendered with sympy the first time a combination of options and sizes is estimated and kept
+beside it; ``micro_batch`` and ``seq_len`` stay symbolic in it, so other workloads reuse it.
+
+``show``, ``solve`` and ``plan`` of a preset (``engine.cli.ANSWERED``) and the reference of
+``memform docs`` are kept here too, as the text they printed, under a key of the sources and
+the command's arguments: asked again, they print it without sympy.
 
 Both files are kept by :mod:`engine.cache`: plain JSON (never a pickle: nothing in them
 is code), named for the hash of the rule files, the grammar and the engine's source
@@ -31,7 +36,7 @@ from pathlib import Path
 from .cache import read, source_key, write
 from .errors import EngineError
 from .layout import DIVIDES, broken
-from .report import SHOWN_INPUTS, SIZES, TOP_LEVEL, Report, extra_rules
+from .report import OPAQUE_RULES, SHOWN_INPUTS, SIZES, TOP_LEVEL, TOTAL_OPAQUE, Report, extra_rules
 from .units import BYTE_UNITS, UNITS, read_decimal, unit_words
 
 #: the layout of the compiled form; a file of another format is ignored
@@ -414,7 +419,7 @@ def report(args) -> Report | None:
         formulas = {}
         if not args.json:
             stored = _read("formulas", key)
-            formulas = stored and stored["formulas"].get(_formula_key(values))
+            formulas = (stored and stored["formulas"].get(_formula_key(values))) or _column(compiled, values, parts)
             if not formulas or any(n not in formulas for n in (*parts, "total")):
                 return None
         return Report(args.model, args.gpu, values, rules, parts, values.get("capacity"), formulas)
@@ -423,6 +428,21 @@ def report(args) -> Report | None:
     except (EngineError, ArithmeticError, ValueError, TypeError, KeyError, IndexError, AttributeError,
             RecursionError):
         return None  # whatever the cause (a figure out of range ...), the full path answers or reports it
+
+
+def _column(compiled: dict, values: dict, parts) -> dict | None:
+    """The formula column where every formula in it is a polynomial (:mod:`engine.columns`),
+    else None: the full path derives it with sympy."""
+    from .columns import Polynomials, text
+    from .exact import bindings
+    fixed, pins = bindings(compiled, values)
+    try:
+        each = Polynomials(compiled, fixed, pins, SHOWN_INPUTS, OPAQUE_RULES)
+        column = {name: text(each.rule(name)) for name in parts}
+        column["total"] = text(Polynomials(compiled, fixed, pins, SHOWN_INPUTS, TOTAL_OPAQUE).rule("total"))
+    except (Unsupported, ArithmeticError, ValueError, RecursionError):
+        return None
+    return column
 
 
 def _values(compiled: dict, args) -> dict:
@@ -471,3 +491,85 @@ def remember(rep: Report) -> None:
     while len(formulas) > MAX_FORMULAS:
         del formulas[next(iter(formulas))]
     _write("formulas", key, {"formulas": formulas})
+
+
+# ---------------------------------------------------------------- answers kept as text
+# ``show``, ``solve`` and ``plan`` (engine.cli.ANSWERED) print what their arguments and the
+# sources alone decide (for a preset model, without a rule file of the user's): derived with
+# sympy the first time, the text is kept and printed when they are asked again.
+#: the most answers kept (the oldest go first), and the longest one kept
+MAX_ANSWERS = 500
+MAX_ANSWER_CHARS = 1 << 20
+
+
+def _answer_key(args) -> tuple[str, str] | None:
+    """The cache key of a command's answer and its arguments as text; None when the answer may
+    depend on more than both (a rule file, a config.json or a file named like the preset, a
+    Hugging Face id, the cache off)."""
+    import hashlib
+    import json
+    source = _key()
+    if source is None or getattr(args, "rules", None):
+        return None
+    model = getattr(args, "model", None)
+    if model is not None:
+        try:
+            if Path(model).name != model or model.endswith(".json") or os.path.lexists(model):
+                return None
+        except (OSError, ValueError):  # a name no file system takes: the full path says so
+            return None
+    try:
+        text = json.dumps(sorted(vars(args).items()), ensure_ascii=True)
+    except (TypeError, ValueError):
+        return None
+    return source + hashlib.sha256(text.encode()).hexdigest()[:32], text
+
+
+def answer(args) -> tuple[int, str, list[str]] | None:
+    """The exit code, output and notes kept for these arguments, or None."""
+    found = _answer_key(args)
+    if found is None:
+        return None
+    key, text = found
+    stored = _read("answer", key)
+    if (stored is None or stored.get("args") != text or stored.get("code") not in (0, 1)
+            or not isinstance(stored.get("out"), str) or not isinstance(stored.get("notes"), list)
+            or not all(isinstance(n, str) for n in stored["notes"])):
+        return None
+    return stored["code"], stored["out"], stored["notes"]
+
+
+def remember_answer(args, code: int, out: str, notes: list[str]) -> None:
+    """Keep a command's answer for the next time it is asked with the same arguments."""
+    found = _answer_key(args)
+    if found is None or code not in (0, 1) or len(out) > MAX_ANSWER_CHARS:
+        return
+    key, text = found
+    write("answer", key, {"args": text, "code": code, "out": out, "notes": list(notes), "format": FORMAT,
+                          "key": key}, keep=MAX_ANSWERS)
+
+
+def _docs_key(fmt: str) -> str | None:
+    import hashlib
+    from .paths import data_path
+    source = _key()
+    if source is None:
+        return None
+    try:
+        examples = (data_path("formulas").parent / "docs" / "examples.toml").read_bytes()
+    except OSError:  # the full path reports it
+        return None
+    return source + hashlib.sha256(fmt.encode() + b"\0" + examples).hexdigest()[:32]
+
+
+def kept_docs(fmt: str) -> str | None:
+    """The reference in ``fmt`` as rendered from these sources and worked examples, or None."""
+    key = _docs_key(fmt)
+    stored = _read("docs", key) if key else None
+    return stored["text"] if stored is not None and isinstance(stored.get("text"), str) else None
+
+
+def keep_docs(fmt: str, text: str) -> None:
+    key = _docs_key(fmt)
+    if key is not None:
+        _write("docs", key, {"text": text})

@@ -10,6 +10,10 @@ LARK_OPTIONS = dict(parser="lalr", propagate_positions=True, start=["start", "ex
                     maybe_placeholders=True)
 
 
+#: the reference's file name in each format of ``memform docs``
+DOC_FILES = {"md": "reference.md", "latex": "reference.tex", "html": "reference.html"}
+
+
 def data_path(name: str) -> Path:
     """The folder ``grammar`` or ``formulas``: the copy inside the wheel, else the source tree."""
     packaged = _HERE / "_data" / name

@@ -192,6 +192,39 @@ def test_edited_files_change_no_answer(kind, change, fixup, cache_home, monkeypa
     assert out.getvalue() == reference.getvalue()
 
 
+def _one_byte_answer(data):
+    data["out"] = "total = 1\n"
+
+
+def _one_byte_docs(data):
+    data["text"] = "# 1 byte\n"
+
+
+@pytest.mark.parametrize("fixup", [False, True], ids=["as edited", "sha256 fixed up"])
+@pytest.mark.parametrize("argv, kind, change", [(SHOW, "answer", _one_byte_answer), (["docs"], "docs", _one_byte_docs)],
+                         ids=["show", "docs"])
+def test_edited_answers_change_no_answer(argv, kind, change, fixup, cache_home, monkeypatch):
+    monkeypatch.setenv("MEMFORM_NO_CACHE", "1")
+    reference = io.StringIO()
+    assert main(argv, out=reference) == 0
+    monkeypatch.delenv("MEMFORM_NO_CACHE")
+    assert main(argv, out=io.StringIO()) == 0  # kept
+    (path,) = _files(cache_home / "memform", kind)
+    _edit(path, change, fixup)
+    for _ in range(2):  # derived again and kept again, then that is read
+        out = io.StringIO()
+        assert main(argv, out=out) == 0
+        assert out.getvalue() == reference.getvalue()
+    # a symlink planted where it is kept is replaced, not followed
+    victim = cache_home / "victim"
+    victim.write_bytes(b"victim")
+    path.unlink()
+    path.symlink_to(victim)
+    out = io.StringIO()
+    assert main(argv, out=out) == 0 and out.getvalue() == reference.getvalue()
+    assert victim.read_bytes() == b"victim" and not path.is_symlink()
+
+
 def _one_byte_library_weights(data):
     """The snapshot's weights rule made a constant 1 byte."""
     data["nodes"].append(["I", 1])

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 import sympy
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine import fast
 from engine.cli import main
@@ -69,6 +71,53 @@ def _compare_all_rules(lib, compiled, model):
             assert value == Fraction(int(exact.p), int(exact.q)), name
             answered += 1
     assert answered > 10 * declined  # the comparison is not vacuous
+
+
+def test_the_formula_column_without_sympy_is_the_full_paths(lib, compiled):
+    """The estimate's formula column as the path without sympy writes it (polynomials, from
+    the compiled form) is the text the full path derives with sympy, for every model preset
+    on random scenarios; where it declines, the full path's formula is not a polynomial or
+    needs what only sympy decides."""
+    from engine.estimate import column_text, components, formula
+    from engine.report import TOTAL_OPAQUE
+    models = [name for kind, name in lib.presets if kind == "model"]
+    answered = declined = 0
+    for model in models:
+        rng = random.Random(f"column {model}")
+        for i in range(3):  # the preset's own values, then random options and sizes
+            scenario = Scenario.create(lib, model, "h100-80g")
+            if i:
+                scenario = scenario.with_values(**_random_values(lib, rng))
+            parts = components(scenario)
+            assert parts == list(compiled["components"])
+            quick = fast._column(compiled, _plain(scenario.values), parts)
+            if quick is None:
+                declined += 1
+                continue
+            try:
+                full = {n: column_text(formula(scenario, n)) for n in parts}
+                full["total"] = column_text(formula(scenario, "total", opaque=TOTAL_OPAQUE))
+            except EngineError:
+                pytest.fail(f"{model}: a column without sympy where the full path has none")
+            assert quick == full, model
+            answered += 1
+    assert answered > declined  # the comparison is not vacuous
+
+
+@given(st.dictionaries(st.tuples(*[st.integers(0, 3)] * 3),
+                       st.fractions(max_denominator=50).filter(lambda c: c != 0), max_size=6))
+@settings(max_examples=300, deadline=None)
+def test_a_polynomial_is_printed_as_sympy_prints_it(terms):
+    """columns.text of an expanded polynomial is sympy.sstr(..., order="grlex") of it: the
+    column of a formula did not change when it stopped being printed by sympy."""
+    from engine import columns
+    names = ("micro_batch", "n_params", "seq_len")
+    symbols = [sympy.Symbol(n, positive=True) for n in names]
+    poly = {tuple((n, e) for n, e in zip(names, exps) if e): c for exps, c in terms.items()}
+    expr = sympy.Add(*(sympy.Rational(c.numerator, c.denominator) * sympy.Mul(*(s ** e for s, e in zip(symbols, exps)))
+                       for exps, c in terms.items()))
+    assert columns.text(poly) == sympy.sstr(expr, order="grlex")
+    assert columns.from_sympy(expr) == poly
 
 
 SETTINGS = ["micro_batch=8", "seq_len=4096", "dp = 64", "zero_stage=3", "optimizer=adam8bit",
@@ -160,6 +209,41 @@ def test_estimate_does_not_import_sympy_with_a_warm_cache(tmp_path):
     # another workload with the same options reuses the formula column; JSON needs none
     assert run("--set", "micro_batch=4", "--set", "seq_len=8192")[:2] == ["0", "False"]
     assert run("--set", "zero_stage=1", "--json")[:2] == ["0", "False"]
+
+
+ANSWERED = [
+    ["show", "total", "llama2-70b"],
+    ["show", "weights", "llama2-7b", "--set", "zero_stage=3", "--set", "dp=8", "--latex"],
+    ["solve", "max", "micro_batch", "llama2-7b", "--gpu", "h100-80g", "--set", "zero_stage=3", "--set", "dp=8"],
+    ["solve", "min", "dp", "llama2-70b", "--gpu", "h100-80g", "--set", "zero_stage=3", "--json"],
+    ["plan", "llama2-70b", "--gpu", "h100-80g", "--gpus", "64", "--top", "5"],
+    ["docs"],
+]
+
+
+def test_show_solve_plan_and_docs_answer_again_without_sympy(tmp_path):
+    """Asked again with the same arguments, these commands print the text kept from their
+    first answer, without importing sympy; it is what the full path prints with the cache off."""
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"), PYTHONPATH=str(ROOT))
+    env.pop("MEMFORM_NO_CACHE", None)
+    probe = ("import sys, io, json; from engine.cli import main; out = io.StringIO(); "
+             "rc = main(sys.argv[1:], out=out); print(json.dumps([rc, 'sympy' in sys.modules, out.getvalue()]))")
+
+    def run(argv, **extra):
+        done = subprocess.run([sys.executable, "-c", probe, *argv], env=dict(env, **extra), cwd=tmp_path,
+                              capture_output=True, text=True, check=True)
+        return json.loads(done.stdout)
+
+    for argv in ANSWERED:
+        rc, imported, full = run(argv, MEMFORM_NO_CACHE="1")
+        assert rc == 0 and imported and full.strip()
+        assert run(argv) == [0, True, full], argv  # derived, and kept
+        assert run(argv) == [0, False, full], argv  # the kept text
+    # another value is derived anew (and kept in its turn)
+    assert run(ANSWERED[0] + ["--set", "tp=2"])[:2] == [0, True]
+    # a file named like the preset: the full path says which it reads
+    (tmp_path / "llama2-70b").write_text("{}")
+    assert run(ANSWERED[0])[1] is True
 
 
 def test_stale_or_corrupt_compiled_form_is_not_trusted(tmp_path, monkeypatch):

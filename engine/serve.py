@@ -33,6 +33,9 @@ class Engine:
     #: memory against what one request needs (vLLM's sum over its layers); empty: the token
     #: count must reach the request's length
     serves_one: tuple = ()
+    #: the rule of the longest request the pool takes, where it is not ``tokens`` (SGLang's
+    #: hybrid sliding-window pool: the smaller of its two pools)
+    longest: str = ""
 
 
 #: the engines modelled, each as its log names things
@@ -73,8 +76,10 @@ ENGINES = {
         header=(("context_len", "seq_len"), ("mem_fraction_static", "mem_fraction_static"),
                 ("page_size", "page_size")),
         extra=("page_size", "total_gpu_memory", "chunked_prefill_size", "cuda_graph_max_bs", "stage_linear_layers",
-               "sglang_rest_memory", "sglang_state_per_request", "max_mamba_cache_size", "sglang_state_memory"),
-        advice="lower context_len, raise mem_fraction_static or tp"),
+               "sglang_rest_memory", "sglang_state_per_request", "max_mamba_cache_size", "sglang_state_memory",
+               "sglang_profiled_tokens", "sglang_hybrid_swa", "swa_max_total_num_tokens", "sglang_longest_request",
+               "swa_full_tokens_ratio"),
+        advice="lower context_len, raise mem_fraction_static or tp", longest="sglang_longest_request"),
     # TensorRT-LLM's PyTorch backend (trtllm-serve, LLM(...)); its logs print GiB
     "trtllm": Engine(
         breakdown=(("total_gpu_memory", "device total ('device total memory')"),
@@ -97,7 +102,8 @@ ENGINES = {
 #: rules that stay as names in the formula column
 OPAQUE = OPAQUE_RULES + tuple(n for e in ENGINES.values() for n, _ in e.breakdown + e.counts) + (
     "total_gpu_memory", "profile_forward_peak", "profile_sampler_peak", "max_num_seqs",
-    "max_num_batched_tokens", "mem_fraction_static")
+    "max_num_batched_tokens", "mem_fraction_static", "sglang_profiled_tokens", "sglang_full_pool_raw",
+    "swa_max_total_num_tokens")
 #: engine inputs kept symbolic in the formula column
 KEPT = ("gpu_memory_utilization", "block_size", "seq_len", "page_size", "free_gpu_memory_fraction",
         "tokens_per_block")
@@ -149,6 +155,13 @@ class Serving:
                           f"{scaled(r['sglang_state_per_request'], 1, 0)} bytes, {gib(r['sglang_state_memory'])} GiB "
                           f"of the {gib(r['sglang_rest_memory'])} GiB after the weights; at most "
                           f"{scaled(r['max_mamba_cache_size'] // 3, 1, 0)} running requests")
+        elif r.get("sglang_hybrid_swa"):
+            console.print(f"hybrid sliding-window pool ('Use sliding window memory pool'): full_layer_tokens="
+                          f"{scaled(r['max_total_num_tokens'], 1, 0)}, swa_layer_tokens="
+                          f"{scaled(r['swa_max_total_num_tokens'], 1, 0)} (swa_full_tokens_ratio "
+                          f"{_setting(r['swa_full_tokens_ratio'])}, from {scaled(r['sglang_profiled_tokens'], 1, 0)} "
+                          f"tokens over every layer); a request of at most "
+                          f"{scaled(r['sglang_longest_request'], 1, 0)} tokens")
         elif r.get("stage_linear_layers"):  # a hybrid: the attention block holds one recurrent state
             state = (f"linear-attention layers: {r['stage_linear_layers']}, each keeping "
                      f"{scaled(r['linear_state_bytes'], 1, 0)} bytes of state per request; ")
@@ -181,7 +194,7 @@ class Serving:
         if engine.serves_one:
             memory, need = (self.rules[n] for n in engine.serves_one)
             return self.starts and 0 < memory and need <= memory
-        return self.starts and self.rules[engine.tokens] >= self.scenario.values["seq_len"]
+        return self.starts and self.rules[engine.longest or engine.tokens] >= self.scenario.values["seq_len"]
 
 
 def _setting(value) -> str:

@@ -238,6 +238,44 @@ def test_sglang_default_mem_fraction_static_on_an_h100(lib):
     assert s.evaluate("mem_fraction_static") == Fraction("0.835")
 
 
+def test_sglang_hybrid_sliding_window_split_as_published(lib):
+    """SGLang's hybrid SWA pool splits the profiled tokens N into full and sliding-window pools.
+    Published (sgl-project/sglang PR 18039, MiMo-V2-Flash at tp 4, --page-size 64, ratio 0.8,
+    before the fix; docs/research/sglang-swa.md): 'Use sliding window memory pool.
+    full_layer_tokens=375360, swa_layer_tokens=300288'. MiMo-V2-Flash has 48 layers, 39 of them
+    sliding; its cell size differs from memform's (the fix), so the budget is set to give
+    N = 314,368, the one page-rounded count that gives both figures."""
+    s = Scenario.create(lib, "llama3.1-8b", values={
+        "mode": "infer", "serving_engine": "sglang", "num_hidden_layers": 48, "sliding_window_layers": 39,
+        "sliding_window": 128, "sglang_swa_pool": "on", "page_size": 64, "mem_fraction_static": 1, "weights": 0})
+    s = s.with_values(startup_free_memory=314_368 * s.evaluate("kv_cell_bytes"))
+    assert s.evaluate("sglang_profiled_tokens") == 314_368
+    assert s.evaluate("sglang_hybrid_swa") == 1
+    assert s.evaluate("max_total_num_tokens") == 375_360
+    assert s.evaluate("swa_max_total_num_tokens") == 300_288
+    assert s.evaluate("sglang_longest_request") == 300_288  # max_token_pool_size: the smaller pool
+
+
+@pytest.mark.parametrize("model, hybrid", [("gpt-oss-20b", 1), ("llama4-scout", 1), ("gemma2-9b", 0),
+                                           ("gemma3-27b", 0), ("llama3.1-8b", 0)])
+def test_sglang_hybrid_sliding_window_pool_only_where_sglang_uses_it(lib, model, hybrid):
+    # model_config.py: Llama 4 and gpt-oss (and MiMo); Gemma 2/3 turned off in server_args.py;
+    # a model without sliding layers has nothing to split
+    s = Scenario.create(lib, model, "h100-80g", values={"mode": "infer", "serving_engine": "sglang", "tp": 4})
+    assert s.evaluate("sglang_hybrid_swa") == hybrid
+    if hybrid:
+        # --disable-hybrid-swa-memory: one pool of every layer, as before the split
+        off = s.with_values(sglang_swa_pool="off")
+        assert off.evaluate("sglang_hybrid_swa") == 0
+        assert off.evaluate("max_total_num_tokens") == off.evaluate("sglang_profiled_tokens") == s.evaluate("sglang_profiled_tokens")
+        # with S sliding and F full layers the pools hold what the profiled tokens held over
+        # every layer, but for the truncations: F full + S swa <= N L < F full + S swa + 2 L (page 1)
+        layers, sliding = s.evaluate("num_hidden_layers"), s.evaluate("sliding_window_layers")
+        full, swa, n = (s.evaluate(r) for r in ("max_total_num_tokens", "swa_max_total_num_tokens", "sglang_profiled_tokens"))
+        assert (layers - sliding) * full + sliding * swa <= n * layers < (layers - sliding) * full + sliding * swa + 2 * layers
+        assert swa == int(full * Fraction(4, 5)) or swa == int(full * Fraction(4, 5)) - 1
+
+
 def test_memform_serve_engine_sglang_prints_its_log_figures():
     code, out, err = run("serve", "llama3.1-8b", "--engine", "sglang", "--gpu", "h100-80g", "--json")
     assert code == 0, err

@@ -198,7 +198,7 @@ class Scenario:
             sub = dict(bindings)
             sub.update({sympy.Symbol(d): _unknowns(d, self._value(d, memo, bindings, pins)) for d in lib.deps[name]})
             try:
-                value = expr.xreplace(sub)
+                value = _chosen(expr, sub)
             except TypeError as exc:  # sympy cannot order a number that is not real (zoo > 2)
                 raise _not_real(lib, name, expr, sub, str(exc)) from None
             except ValueError as exc:  # min(x, nan): "The argument 'nan' is not comparable"
@@ -252,6 +252,23 @@ class Scenario:
             raise MissingInputError(f"'{rule}' is undefined for this combination of options",
                                     hint=", ".join(bad))
         return value
+
+
+def _chosen(expr: sympy.Expr, sub: dict) -> sympy.Expr:
+    """``expr.xreplace(sub)``, but a condition's arms are substituted only up to the first whose
+    condition holds: an arm not taken may hold what has no value here (a division by a
+    rule pinned to 0 in a branch for other models), which sympy would refuse to build."""
+    if not expr.has(sympy.Piecewise):
+        return expr.xreplace(sub)
+    if isinstance(expr, sympy.Piecewise):
+        for value, cond in expr.args:
+            decided = cond.xreplace(sub)
+            if decided is sympy.true:
+                return _chosen(value, sub)
+            if decided is not sympy.false:
+                return expr.xreplace(sub)  # not decided by the numbers: as sympy builds it
+        return expr.xreplace(sub)
+    return expr.func(*(_chosen(a, sub) for a in expr.args))
 
 
 def _unknowns(name: str, value: sympy.Expr) -> sympy.Expr:

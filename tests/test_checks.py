@@ -2,6 +2,7 @@
 names, and values that leave the real numbers are reported with the rule that makes them
 (issue 18); estimate refuses such a rule file with the same located error."""
 import io
+import json
 
 import pytest
 
@@ -162,10 +163,14 @@ def test_a_rule_squared_60_times_over_a_missing_input_is_reported_not_expanded(t
 
 def test_a_comparison_with_an_undefined_value_is_a_located_error(tmp_path):
     # fuzzer (rules, seed 1205): blocks_of = 100 / offloads_params is 100 / 0 here, and sympy's
-    # min(cached_tokens, nan) raised "ValueError: The argument 'nan' is not comparable"
+    # min(cached_tokens, nan) raised "ValueError: The argument 'nan' is not comparable".  The KV
+    # cache is that of inference: training (the default) keeps none and never reads blocks_of
+    # (fuzzer, seed 1242: an arm not taken is not built), serving meets the undefined value
     path = tmp_path / "fuzz.mem"
     path.write_text('override\n  rule\n  blocks_of :\n  tokens = 100\t/ # c\noffloads_params "u"\n')
-    code, out, err = run("estimate", "gemma2-2b", "--rules", str(path))
+    code, out, err = run("estimate", "gemma2-2b", "--rules", str(path), "--json")
+    assert code == 0 and json.loads(out)["components"]["kv_cache"] == 0
+    code, out, err = run("estimate", "gemma2-2b", "--rules", str(path), "--set", "mode=infer")
     assert code == 2 and out == "" and "Traceback" not in err
     assert "rule 'kv_cache' is not a real number here: it compares an undefined value" in err
     assert "cached_tokens=nan" in err.splitlines()[-1]

@@ -324,3 +324,18 @@ def test_random_command_lines_give_the_full_paths_json(lib, tmp_path_factory):
 
     check()
     assert len(answered) >= 20
+
+
+def test_a_branch_not_taken_may_hold_what_has_no_value(lib):
+    """fuzzer (seed 1242): kv_layer_token_bytes pinned to 0 divides by zero only in vLLM's block
+    size for hybrid models (attention_state_block), a branch Qwen3 never takes; the full path
+    refused the estimate (sympy builds Max(16, zoo) before choosing the branch) where the path
+    without sympy answered.  Training keeps no KV cache, so the total is the unpinned one."""
+    plain = Scenario.create(lib, "qwen3-32b")
+    pinned = plain.with_values(kv_layer_token_bytes=0)
+    assert pinned.evaluate("vllm_block_size") == 16
+    assert pinned.evaluate("total") == plain.evaluate("total")
+    out = io.StringIO()
+    assert main(["estimate", "qwen3-32b", "--json", "--set", "kv_layer_token_bytes=(1 - 100 / 100) * 1 KiB"], out=out) == 0
+    from engine.report import whole_bytes
+    assert json.loads(out.getvalue())["total_bytes"] == whole_bytes(plain.evaluate("total"))

@@ -11,7 +11,8 @@ beside it; ``micro_batch`` and ``seq_len`` stay symbolic in it, so other workloa
 
 ``show``, ``solve`` and ``plan`` of a preset (``engine.cli.ANSWERED``) and the reference of
 ``memform docs`` are kept here too, as the text they printed, under a key of the sources and
-the command's arguments: asked again, they print it without sympy.
+the command's arguments: asked again, they print it without sympy.  ``show`` of a rule that is
+a polynomial is written out from the compiled trees even the first time (:func:`show`).
 
 Both files are kept by :mod:`engine.cache`: plain JSON (never a pickle: nothing in them
 is code), named for the hash of the rule files, the grammar and the engine's source
@@ -547,6 +548,31 @@ def remember_answer(args, code: int, out: str, notes: list[str]) -> None:
     key, text = found
     write("answer", key, {"args": text, "code": code, "out": out, "notes": list(notes), "format": FORMAT,
                           "key": key}, keep=MAX_ANSWERS)
+
+
+def show(args) -> str | None:
+    """What ``memform show RULE MODEL`` prints where the rule written out is a polynomial in the
+    names kept (:mod:`engine.columns`; the full path expands such a rule and prints it in the
+    same order), or None: the full path answers (sympy), with its errors."""
+    from types import SimpleNamespace
+    from .columns import Polynomials, text
+    from .exact import bindings
+    if getattr(args, "rules", None) or args.latex or args.model is None:
+        return None
+    key = _key()
+    compiled = _read("compiled", key) if key else None
+    if compiled is None or args.rule not in compiled["rules"]:
+        return None
+    explicit = {t.split("=", 1)[0].strip() for t in args.sets}
+    keep = tuple(n for n in SHOWN_INPUTS if n not in explicit) + tuple(args.keep)
+    if any(n not in compiled["inputs"] for n in keep):
+        return None
+    try:
+        values = _values(compiled, SimpleNamespace(model=args.model, gpu=None, capacity=None, sets=args.sets))
+        fixed, pins = bindings(compiled, values)
+        return f"{args.rule} = {text(Polynomials(compiled, fixed, pins, keep, ()).rule(args.rule))}\n"
+    except (Unsupported, EngineError, ArithmeticError, ValueError, TypeError, KeyError, RecursionError):
+        return None
 
 
 def _docs_key(fmt: str) -> str | None:

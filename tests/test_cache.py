@@ -201,9 +201,12 @@ def _one_byte_docs(data):
     data["text"] = "# 1 byte\n"
 
 
+SOLVE = ["solve", "max", "micro_batch", "llama2-7b", "--gpu", "h100-80g", "--set", "zero_stage=3", "--set", "dp=8"]
+
+
 @pytest.mark.parametrize("fixup", [False, True], ids=["as edited", "sha256 fixed up"])
-@pytest.mark.parametrize("argv, kind, change", [(SHOW, "answer", _one_byte_answer), (["docs"], "docs", _one_byte_docs)],
-                         ids=["show", "docs"])
+@pytest.mark.parametrize("argv, kind, change", [(SOLVE, "answer", _one_byte_answer), (["docs"], "docs", _one_byte_docs)],
+                         ids=["solve", "docs"])
 def test_edited_answers_change_no_answer(argv, kind, change, fixup, cache_home, monkeypatch):
     monkeypatch.setenv("MEMFORM_NO_CACHE", "1")
     reference = io.StringIO()

@@ -104,6 +104,36 @@ def test_the_formula_column_without_sympy_is_the_full_paths(lib, compiled):
     assert answered > declined  # the comparison is not vacuous
 
 
+def test_show_without_sympy_is_the_full_paths(lib, compiled, monkeypatch, tmp_path):
+    """``memform show RULE MODEL`` of a polynomial, written out from the compiled form, is what
+    the full path prints (sympy's expansion, in graded order): every model preset, its own
+    values and a random scenario, the top-level rules and a sample of the others."""
+    from engine.cli import build_parser
+    from engine.estimate import show, show_text
+    monkeypatch.setattr(fast, "_read", lambda kind, key: compiled if kind == "compiled" else None)
+    monkeypatch.setattr(fast, "_key", lambda: "test")
+    monkeypatch.chdir(tmp_path)  # no file named like a preset
+    models = [name for kind, name in lib.presets if kind == "model"]
+    answered = declined = 0
+    for model in models:
+        rng = random.Random(f"show {model}")
+        names = ["total", "weights", "activations", "kv_cache", "overhead"] + rng.sample(sorted(lib.rules), 6)
+        for i in range(2):
+            sets = [] if i == 0 else [f"{n}={v}" for n, v in _random_values(lib, rng).items()]
+            for name in names:
+                argv = ["show", name, model] + [a for t in sets for a in ("--set", t)] + (["--keep", "hidden_size"] if i else [])
+                quick = fast.show(build_parser().parse_args(argv))
+                if quick is None:
+                    declined += 1
+                    continue
+                scenario = Scenario.create(lib, model).with_values(**dict(parse_setting(lib, t) for t in sets))
+                keep = tuple(n for n in ("micro_batch", "seq_len") if not any(t.startswith(n + "=") for t in sets))
+                full = f"{name} = {show_text(show(scenario, name, keep=keep + (('hidden_size',) if i else ())))}\n"
+                assert quick == full, (model, name, sets)
+                answered += 1
+    assert answered > declined  # the comparison is not vacuous
+
+
 @given(st.dictionaries(st.tuples(*[st.integers(0, 3)] * 3),
                        st.fractions(max_denominator=50).filter(lambda c: c != 0), max_size=6))
 @settings(max_examples=300, deadline=None)
@@ -239,8 +269,10 @@ def test_show_solve_plan_and_docs_answer_again_without_sympy(tmp_path):
         assert rc == 0 and imported and full.strip()
         assert run(argv) == [0, True, full], argv  # derived, and kept
         assert run(argv) == [0, False, full], argv  # the kept text
-    # another value is derived anew (and kept in its turn)
-    assert run(ANSWERED[0] + ["--set", "tp=2"])[:2] == [0, True]
+    # another value is derived anew (and kept in its turn); show of a polynomial is written out
+    # from the compiled form, with sympy nowhere
+    assert run(ANSWERED[2] + ["--set", "seq_len=8192"])[:2] == [0, True]
+    assert run(ANSWERED[0] + ["--set", "tp=2"])[:2] == [0, False]
     # a file named like the preset: the full path says which it reads
     (tmp_path / "llama2-70b").write_text("{}")
     assert run(ANSWERED[0])[1] is True

@@ -424,12 +424,11 @@ def cmd_solve(args, out) -> int:
 
 
 def cmd_show(args, out) -> int:
-    from .estimate import SHOWN_INPUTS, show
+    from .estimate import show
+    from .fast import show_keep
     lib = _library(args.rules)
     scenario = _scenario(lib, args, args.model)
-    explicit = {text.split("=", 1)[0].strip() for text in args.sets}
-    keep = tuple(n for n in SHOWN_INPUTS if n not in explicit) + tuple(args.keep)
-    expr = show(scenario, args.rule, keep=keep)
+    expr = show(scenario, args.rule, keep=show_keep(args))
     if args.latex:
         from .display import latex
         out.write(latex(expr) + "\n")

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+from .exact import _RELATIONS
 from .fast import MAX_BITS, Unsupported
 
 #: a polynomial: {monomial: coefficient}, a monomial a sorted tuple of (name, exponent)
@@ -33,10 +34,6 @@ Poly = dict
 #: the highest degree and the most terms a column's polynomial may have (else sympy answers)
 MAX_DEGREE = 16
 MAX_TERMS = 256
-
-_RELATIONS = {"==": Fraction.__eq__, "!=": Fraction.__ne__, "<": Fraction.__lt__, "<=": Fraction.__le__,
-              ">": Fraction.__gt__, ">=": Fraction.__ge__}
-
 
 def _const(c) -> Poly:
     c = Fraction(c)

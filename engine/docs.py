@@ -31,7 +31,6 @@ from .registry import Library
 from .rules import BYTE, Decl, DtypeDecl, InputDecl, OptionDecl, RuleDecl
 
 #: the reference's file name in each format
-FORMATS = DOC_FILES
 
 #: topics first, in this order (file stems, aliases included); other files follow alphabetically
 TOPIC_ORDER = ("dtypes", "model", "parameters", "training", "activations", "inference", "kv_cache",
@@ -871,7 +870,7 @@ def check(lib: Library, folder: str | Path = DOCS_DIR, fmt: str = "md",
                          "and only a repository checkout has a docs/ folder",
                          hint="check a reference you generated with 'memform docs --out DIR': "
                               "memform docs --check --out DIR")
-    path = Path(folder) / FORMATS[fmt]
+    path = Path(folder) / DOC_FILES[fmt]
     regenerate = REGENERATE if committed else _regenerate(folder, fmt)
     try:
         text = path.read_text(encoding="utf-8") if path.is_file() else None

@@ -34,7 +34,7 @@ import os
 from fractions import Fraction
 from pathlib import Path
 
-from .cache import read, source_key, write
+from .cache import KEEP_OTHERS, read, source_key, write
 from .errors import EngineError
 from .layout import DIVIDES, broken
 from .report import OPAQUE_RULES, SHOWN_INPUTS, SIZES, TOP_LEVEL, TOTAL_OPAQUE, Report, extra_rules
@@ -83,8 +83,8 @@ def _formula_columns(formulas) -> bool:
         for k, column in formulas.items())
 
 
-def _write(kind: str, key: str, data: dict) -> None:
-    write(kind, key, dict(data, format=FORMAT, key=key))
+def _write(kind: str, key: str, data: dict, keep: int = KEEP_OTHERS) -> None:
+    write(kind, key, dict(data, format=FORMAT, key=key), keep)
 
 
 # ---------------------------------------------------------------- compiling (full path, with sympy)
@@ -546,8 +546,13 @@ def remember_answer(args, code: int, out: str, notes: list[str]) -> None:
     if found is None or code not in (0, 1) or len(out) > MAX_ANSWER_CHARS:
         return
     key, text = found
-    write("answer", key, {"args": text, "code": code, "out": out, "notes": list(notes), "format": FORMAT,
-                          "key": key}, keep=MAX_ANSWERS)
+    _write("answer", key, {"args": text, "code": code, "out": out, "notes": list(notes)}, keep=MAX_ANSWERS)
+
+
+def show_keep(args) -> tuple[str, ...]:
+    """The inputs ``memform show`` keeps symbolic: the workload's unless set, and --keep."""
+    explicit = {t.split("=", 1)[0].strip() for t in args.sets}
+    return tuple(n for n in SHOWN_INPUTS if n not in explicit) + tuple(args.keep)
 
 
 def show(args) -> str | None:
@@ -563,8 +568,7 @@ def show(args) -> str | None:
     compiled = _read("compiled", key) if key else None
     if compiled is None or args.rule not in compiled["rules"]:
         return None
-    explicit = {t.split("=", 1)[0].strip() for t in args.sets}
-    keep = tuple(n for n in SHOWN_INPUTS if n not in explicit) + tuple(args.keep)
+    keep = show_keep(args)
     if any(n not in compiled["inputs"] for n in keep):
         return None
     try:

@@ -449,10 +449,16 @@ def test_a_compiled_cross_entropy_keeps_the_bf16_logits(lib):
 # cast copy each) and A x.  Dense models; the first layer of a model whose k projection has no
 # adapter and a norm of its own (Qwen3, Gemma 3 under qv) or whose MLP reads the normalised
 # input directly (Cohere's parallel block under qv or attention) keeps less than memform counts.
-LORA_CASES = [(family, targets, dtype) for family in ("llama", "qwen3", "gemma3_text", "cohere", "gpt2")
+# MoE blocks: the router and the routed experts (transformers 5's 3-D parameters, which PEFT's
+# all-linear does not match) stay frozen, the shared experts and their gate get adapters; PEFT
+# 0.21 maps Mixtral's experts through its transformers-4 conversion instead (ParamWrapper: a
+# weight-sized delta kept for backward), so Mixtral is held under attention and qv only.
+LORA_CASES = [(family, targets, dtype)
+              for family in ("llama", "qwen3", "gemma3_text", "cohere", "gpt2", "qwen2_moe", "mixtral")
               for targets in ("all_linear", "attention", "qv") for dtype in ("fp32", "working")
-              if targets == "all_linear" or family in ("llama", "gpt2")
-              or (family in ("qwen3", "gemma3_text") and targets == "attention")]
+              if (targets == "all_linear" and family != "mixtral") or family in ("llama", "gpt2", "qwen2_moe")
+              or (family in ("qwen3", "gemma3_text") and targets == "attention")
+              or (family == "mixtral" and targets != "all_linear")]
 
 
 @pytest.fixture(scope="module")
@@ -485,6 +491,44 @@ def test_lora_keeps_the_adapters_inputs_and_nothing_for_the_frozen_base(lib, con
     llama = {(t, d): m.measured["saved_for_backward"] for f, t, d, m in lora_table if f == "llama"}
     # bf16 adapters on q and v keep less than full training; PEFT's fp32 casts of every input more
     assert llama["qv", "working"] < 0.75 * full.measured["saved_for_backward"] < llama["all_linear", "fp32"]
+
+
+def test_adapted_experts_are_every_linear_module_of_a_transformers_4_moe_block(lib, config_files):
+    """lora_experts=adapted: what PEFT's all-linear adapts in an MoE block built as transformers 4
+    built Mixtral's (a router nn.Linear and, per expert, w1, w2, w3 nn.Linear), counted by PEFT."""
+    pytest.importorskip("peft", reason="needs peft (pip install 'memform[torch]')")
+    import torch.nn as nn
+    from peft import LoraConfig, get_peft_model
+
+    config = read_config(config_files["mixtral"], lib)
+    h, inner, experts = (int(config.values[k]) for k in ("hidden_size", "intermediate_size", "num_experts"))
+
+    class Expert(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w1, self.w2, self.w3 = nn.Linear(h, inner, bias=False), nn.Linear(inner, h, bias=False), nn.Linear(h, inner, bias=False)
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gate = nn.Linear(h, experts, bias=False)
+            self.experts = nn.ModuleList(Expert() for _ in range(experts))
+
+    class Blocks(nn.Module):  # no output layer: PEFT leaves out a PreTrainedModel's head only
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([Block()])
+
+    peft = get_peft_model(Blocks(), LoraConfig(r=8, target_modules="all-linear"))
+    adapters = [p for p in peft.parameters() if p.requires_grad]
+
+    def scenario(targets):
+        return Scenario.create(lib, None, values={**config.values, "finetune": "lora", "lora_rank": 8,
+                                                  "lora_targets": targets, "lora_experts": "adapted"})
+    layers = int(scenario("attention").evaluate("num_moe_layers"))
+    for rule, peft_count in (("lora_params", sum(p.numel() for p in adapters)), ("trainable_tensors", len(adapters))):
+        per_block = (scenario("all_linear").evaluate(rule) - scenario("attention").evaluate(rule)) / layers
+        assert per_block == peft_count, (rule, per_block, peft_count)
 
 
 def test_cli_measure_lora_needs_a_base_without_autocast_and_no_dropout(config_files):

@@ -292,8 +292,11 @@ def _compile_layers(torch, model) -> list:
 #: memform lora_targets -> PEFT target_modules of the transformers models measure builds (a
 #: string is a regular expression over module names; GPT-2's fused c_attn holds q, k and v)
 LORA_TARGETS = {"qv": ["q_proj", "v_proj"], "attention": ["q_proj", "k_proj", "v_proj", "o_proj"],
+                "qvo_mlp": r".*\.(self_attn\.(q_proj|v_proj|o_proj)|mlp\.((shared_expert\.)?(gate_proj|up_proj|down_proj)"
+                           r"|shared_expert_gate))",
                 "all_linear": "all-linear"}
-GPT2_LORA_TARGETS = {"qv": ["c_attn"], "attention": r".*\.attn\.(c_attn|c_proj)", "all_linear": "all-linear"}
+GPT2_LORA_TARGETS = {"qv": ["c_attn"], "attention": r".*\.attn\.(c_attn|c_proj)",
+                     "qvo_mlp": r".*\.(attn\.(c_attn|c_proj)|mlp\.(c_fc|c_proj))", "all_linear": "all-linear"}
 
 
 def _apply_lora(scenario, model, family: str):

@@ -83,7 +83,13 @@ ALIASES: dict[str, Alias] = {
     "mixed_precision": Alias(None, hint="precision=bf16_mixed or precision=fp16_mixed"),
     "torch_dtype": Alias(None, hint="the weights' dtype is weight_dtype (inference) or precision (training)"),
     "dtype": Alias(None, hint="the weights' dtype is weight_dtype (inference) or precision (training)"),
-    "kv_cache_dtype": Alias("kv_dtype"),
+    # vLLM's --kv-cache-dtype (fp8 is fp8_e4m3)
+    "kv_cache_dtype": Alias("kv_dtype", values=tuple((k, k) for k in ("auto", "fp32", "bf16", "fp16", "fp8_e4m3",
+                                                                       "fp8_e5m2", "int8", "int4"))
+                            + (("fp8", "fp8_e4m3"), ("bfloat16", "bf16"), ("float16", "fp16"), ("half", "fp16"),
+                               ("float32", "fp32"), ("float", "fp32")),
+                            hint="vLLM's kv_cache_dtype is kv_dtype (auto, fp8 -> fp8_e4m3, bfloat16 -> bf16, "
+                                 "float16 -> fp16, fp8_e5m2, int8)"),
     "kv_cache_free_gpu_mem_fraction": Alias("free_gpu_memory_fraction"),  # TensorRT-LLM's Triton backend name
     # fine-tuning
     "lora_r": Alias("lora_rank"),
@@ -94,6 +100,13 @@ ALIASES: dict[str, Alias] = {
                           "weight_dtype=int4 (or nf4)"),
     "load_in_8bit": Alias(None, hint="8-bit weights are weight_dtype=int8"),
     "use_peft": Alias(None, hint="finetune=lora or finetune=qlora"),
+    "target_modules": Alias("lora_targets", values=(("all-linear", "all_linear"),),
+                            hint="PEFT's target_modules is lora_targets: qv (q_proj, v_proj), attention, "
+                                 "qvo_mlp (q, v, o and the MLP), all_linear ('all-linear')"),
+    "lora_attn_modules": Alias(None, hint="torchtune's q_proj, v_proj, output_proj with apply_lora_to_mlp is "
+                               "lora_targets=qvo_mlp (choices: qv, attention, qvo_mlp, all_linear)"),
+    "apply_lora_to_mlp": Alias(None, hint="torchtune's q_proj, v_proj, output_proj with apply_lora_to_mlp is "
+                               "lora_targets=qvo_mlp (choices: qv, attention, qvo_mlp, all_linear)"),
     # model sizes under other tools' names (HF config.json of GPT-2 / Falcon, Megatron flags)
     "n_embd": Alias("hidden_size"),
     "d_model": Alias("hidden_size"),
@@ -140,6 +153,8 @@ def hint(lib, name: str) -> str | None:
         if alias.name is None:
             return alias.hint
         decl = lib.decls.get(alias.name)
+        if decl is not None and alias.hint:
+            return alias.hint
         if decl is not None:
             choices = getattr(decl, "choices", None)
             if alias.values:

@@ -453,12 +453,13 @@ def test_a_compiled_cross_entropy_keeps_the_bf16_logits(lib):
 # all-linear does not match) stay frozen, the shared experts and their gate get adapters; PEFT
 # 0.21 maps Mixtral's experts through its transformers-4 conversion instead (ParamWrapper: a
 # weight-sized delta kept for backward), so Mixtral is held under attention and qv only.
+# qvo_mlp: torchtune's recipes (q, v, the output projection and the MLP; k frozen).
 LORA_CASES = [(family, targets, dtype)
               for family in ("llama", "qwen3", "gemma3_text", "cohere", "gpt2", "qwen2_moe", "mixtral")
-              for targets in ("all_linear", "attention", "qv") for dtype in ("fp32", "working")
+              for targets in ("all_linear", "attention", "qv", "qvo_mlp") for dtype in ("fp32", "working")
               if (targets == "all_linear" and family != "mixtral") or family in ("llama", "gpt2", "qwen2_moe")
               or (family in ("qwen3", "gemma3_text") and targets == "attention")
-              or (family == "mixtral" and targets != "all_linear")]
+              or (family == "mixtral" and targets in ("attention", "qv"))]
 
 
 @pytest.fixture(scope="module")

@@ -148,6 +148,27 @@ def test_published_vllm_startup(lib, row):
     assert round(float(logged["num_gpu_blocks"] / request), 2) == logged["max_concurrency"]
 
 
+V019 = [row for row in PUBLISHED if row["id"].startswith("llmd-vllm0.19-")]
+
+
+def test_published_vllm_019_runs_within_half_a_percent(lib):
+    # the llm-d-planner v0.19.0 logs (H100, gpu_memory_utilization 0.95, torch's 79.19 GiB): the
+    # KV tokens within 0.5 % and the model within 1 % for every one, dense, MoE, quantised,
+    # sliding-window, vision-language, fp32, fp8 KV cache and pipeline-parallel runs alike
+    assert len(V019) >= 28
+    misses = []
+    for row in V019:
+        how = row["memform"]
+        values = dict(parse_setting(lib, f"{k}={v}") for k, v in how["set"].items())
+        r = serve(Scenario.create(lib, how["preset"], values=values), formulas=False, explicit=set(values)).rules
+        logged = row["measured"]["values"]
+        tokens = r["kv_cache_tokens"] / logged["kv_cache_tokens"] - 1
+        loading = float(r["model_memory"]) / GiB / logged["weights_gib"] - 1
+        if abs(tokens) > 0.005 or abs(loading) > 0.01:
+            misses.append((row["id"], f"tokens {100 * tokens:+.2f} %", f"loading {100 * loading:+.2f} %"))
+    assert not misses, misses
+
+
 def test_published_rows_keep_their_sources():
     assert len(PUBLISHED) >= 20
     for row in PUBLISHED:

@@ -210,7 +210,7 @@ PYTORCH_PARTIAL = {
     "torchtitan-h100-405b-fsdp1-cp8-tp8-pp8-s262144": "context parallelism's ring-attention buffers at cp = 8",
     "torchtitan-h100-qwen3-32b-fsdp8-compile": "the optimizer step's peak (a foreach AdamW's temporaries) sets it; the loss is taken as compiled",
     "torchtune-a100-llama3.2-3b-full-8-bit-adamw": "the 8-bit optimizer (torchao or bitsandbytes) is inferred",
-    "torchtune-a100-llama3.2-3b-lora": "adapters on k too; the final norm's input counted beside the offload stash",
+    "torchtune-a100-llama3.2-3b-lora": "the final norm's input counted beside the offload stash",
     "torchtune-a100-llama3.2-3b-qlora": "as the LoRA row, on a 4.6 GiB total",
 }
 STATISTIC = {"max_reserved": "peak_reserved", "active_bytes.all.peak": "peak_allocated"}

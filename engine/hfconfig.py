@@ -313,6 +313,14 @@ FAMILIES = {
                                "ssm_state_size": 128, "mamba_n_groups": 8, "conv_kernel": 4,
                                "mamba_conv_bias": True, "mamba_proj_bias": False, "hidden_size": 4096,
                                "num_hidden_layers": 64, "vocab_size": 32768}),
+    # Phi-1, Phi-1.5, Phi-2: attention and a GELU (gelu_new) MLP in parallel on one LayerNorm, q, k,
+    # v, the output projection (dense), fc1 and fc2 with biases, a rotary part of each head
+    # (partial_rotary_factor), an output head with a bias (transformers models/phi/modeling_phi.py)
+    "phi": Family({"mlp": "gelu", "norm": "layernorm", "norm_placement": "parallel", "attention_bias": "true",
+                   "o_proj_bias": "true", "mlp_bias": "true", "gelu_kernel": "composite", "lm_head_bias": "true"},
+                  renames={"resid_pdrop": "dropout"},
+                  defaults={"tie_word_embeddings": False},
+                  expects={"qk_layernorm": False}),
     "gpt2": Family({"mlp": "gelu", "norm": "layernorm", "position_embedding": "learned",
                     "attention_bias": "true", "o_proj_bias": "true", "mlp_bias": "true",
                     "tie_word_embeddings": "true", "qkv_fused": "true", "gelu_kernel": "composite",

@@ -11,6 +11,7 @@ import pytest
 
 import engine.parser
 from engine.cli import main
+from engine.model import Scenario
 from engine.registry import load
 
 MiB = 2**20
@@ -50,7 +51,7 @@ def lib():
 
 def capacity(lib, name):
     settings = {n: (v, span) for n, v, span in lib.preset("gpu", name).settings}
-    assert set(settings) <= {"capacity", "gpu_sms"}
+    assert set(settings) <= {"capacity", "driver_reserved", "gpu_sms"}
     value, span = settings["capacity"]
     return lib.check_value("capacity", value, span)
 
@@ -92,6 +93,37 @@ def test_every_nvidia_preset_sets_its_sm_count_with_a_source(lib):
         settings = {n: v for n, v, _ in lib.preset("gpu", m.group(1)).settings}
         assert "gpu_sms" in settings, m.group(1)
         assert lines[i - 1].startswith("# SMs: ") and str(settings["gpu_sms"]) in lines[i - 1], m.group(1)
+
+
+# name -> the total CUDA reports, as quoted by the source named in gpus.mem's "# reserved:" line:
+# deviceQuery's global memory in bytes, or nvidia-smi -q's Total less its Reserved, in MiB
+CUDA_TOTAL = {
+    "rtx3090": 25_327_697_920,               # thamada/gls RTX3090_deviceQuery.py
+    "a100-80g": 85_100_068_864,              # thamada/gls A100SXMx4_deviceQuery.py
+    "h100-80g": 85_028_896_768,              # deviceQuery, R570 (vLLM's "79.19 GiB")
+    "h200-141g": 150_021_734_400,            # thamada/gls H200_deviceQuery.py
+    "t4": (15360 - 448) * MiB,               # k8s-test-infra qx-t4.xml: <reserved>448 MiB</reserved>
+    "b200": (183359 - 728) * MiB,            # k8s-test-infra qx-b200.xml: <reserved>728 MiB</reserved>
+}
+
+
+@pytest.mark.parametrize("name, cuda", sorted(CUDA_TOTAL.items()))
+def test_cuda_total_is_capacity_less_what_the_driver_reserves(lib, name, cuda):
+    # the figure vLLM, SGLang and TensorRT-LLM budget from (torch.cuda.mem_get_info), to the MiB
+    s = Scenario.create(lib, "llama3.1-8b", name)
+    assert abs(s.evaluate("cuda_total_memory") - cuda) < MiB
+    assert s.evaluate("total_gpu_memory") == s.evaluate("cuda_total_memory")
+
+
+def test_every_nvidia_preset_reserves_with_a_source(lib):
+    lines = GPUS_MEM.read_text().splitlines()
+    for i, line in enumerate(lines):
+        m = re.match(r'preset gpu "([^"]+)" .*"NVIDIA', line)
+        if not m:
+            continue
+        settings = {n: v for n, v, _ in lib.preset("gpu", m.group(1)).settings}
+        assert "driver_reserved" in settings, m.group(1)
+        assert lines[i - 2].startswith("# reserved: "), m.group(1)
 
 
 @pytest.mark.parametrize("name, mib", sorted(DRIVER_MIB.items()))

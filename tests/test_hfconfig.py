@@ -46,6 +46,10 @@ PUBLISHED = {  # model cards / technical reports; the MoE figures counted by han
     # keras_hub/src/models/phi3/phi3_presets.py "params"); config.json as three public copies
     # quote it (transformers 4.40.2, sliding_window 2047)
     "phi-3-mini-4k-instruct": 3_821_079_552,
+    # microsoft/phi-2: the Hub's safetensors count, {"F16": 2779683840}, as a public mock of the Hub
+    # API quotes it (search index id 48474337912); config.json as public transcriptions give it
+    # (search index ids 22695478514, 4881146369, 32214795158), field for field
+    "phi-2": 2_779_683_840,
     # ibm-granite/granite-4.0-h-small @ b8c0982b: the Hub's safetensors total as a third-party
     # manifest records it (WildPino/SiliconLLM benchmarks/donor_adaptation/configs/_manifest.json),
     # beside the config's size and SHA-256; the file was rebuilt in transformers' layout from
@@ -197,7 +201,7 @@ def test_config_parameter_count(lib, name):
                                           ("qwen2.5-7b", "qwen2.5-7b"), ("gemma-7b", "gemma-7b"),
                                           ("qwen3-8b", "qwen3-8b"), ("qwen3-30b-a3b", "qwen3-30b-a3b"),
                                           ("gemma-2-9b-it", "gemma2-9b"),
-                                          ("phi-3-mini-4k-instruct", "phi3-mini-4k"),
+                                          ("phi-3-mini-4k-instruct", "phi3-mini-4k"), ("phi-2", "phi-2"),
                                           ("olmo-2-1124-7b-instruct", "olmo2-7b"),
                                           ("granite-3.3-8b-instruct", "granite3.3-8b"),
                                           ("gemma-3-1b-it", "gemma3-1b"), ("gemma-3-4b-it", "gemma3-4b"),

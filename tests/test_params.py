@@ -53,6 +53,7 @@ PUBLISHED = {
     "qwen3-235b-a22b": 235_093_634_560,  # keras-hub qwen3_moe_235b_a22b_en (model card: 235B)
     "gemma2-2b": 2_614_341_888,  # Hub list, google/gemma-2-2b-it; keras-hub gemma2_2b_en
     "phi4-mini": 3_836_021_760,  # Hub list, microsoft/Phi-4-mini-instruct
+    "phi-2": 2_779_683_840,  # the Hub's safetensors count of microsoft/phi-2 ({"F16": 2779683840}, search index id 48474337912)
     # Hub list, openai/gpt-oss-20b and openai/gpt-oss-120b (the bf16 model's parameters: the
     # MXFP4 checkpoint stores two experts' values per byte); ollama's "general.parameter_count":
     # 20914757184 for gpt-oss:20b (search index id 13998610816); OpenAI's model card: 20.91B, 116.83B

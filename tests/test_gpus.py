@@ -83,16 +83,20 @@ def test_every_gpu_preset_lives_in_gpus_mem_with_a_source(lib):
     assert "preset gpu" not in (GPUS_MEM.parent / "presets.mem").read_text()
 
 
-def test_every_nvidia_preset_sets_its_sm_count_with_a_source(lib):
-    # torch's multi_processor_count (vLLM sizes its top-k/top-p scratch buffer by it)
+def nvidia_presets(lib):
+    """(name, its settings, the comment lines above it, nearest first) of every NVIDIA preset."""
     lines = GPUS_MEM.read_text().splitlines()
     for i, line in enumerate(lines):
         m = re.match(r'preset gpu "([^"]+)" .*"NVIDIA', line)
-        if not m:
-            continue
-        settings = {n: v for n, v, _ in lib.preset("gpu", m.group(1)).settings}
-        assert "gpu_sms" in settings, m.group(1)
-        assert lines[i - 1].startswith("# SMs: ") and str(settings["gpu_sms"]) in lines[i - 1], m.group(1)
+        if m:
+            yield m.group(1), {n: v for n, v, _ in lib.preset("gpu", m.group(1)).settings}, lines[i - 1::-1]
+
+
+def test_every_nvidia_preset_sets_its_sm_count_with_a_source(lib):
+    # torch's multi_processor_count (vLLM sizes its top-k/top-p scratch buffer by it)
+    for name, settings, above in nvidia_presets(lib):
+        assert "gpu_sms" in settings, name
+        assert above[0].startswith("# SMs: ") and str(settings["gpu_sms"]) in above[0], name
 
 
 # name -> the total CUDA reports, as quoted by the source named in gpus.mem's "# reserved:" line:
@@ -116,14 +120,8 @@ def test_cuda_total_is_capacity_less_what_the_driver_reserves(lib, name, cuda):
 
 
 def test_every_nvidia_preset_reserves_with_a_source(lib):
-    lines = GPUS_MEM.read_text().splitlines()
-    for i, line in enumerate(lines):
-        m = re.match(r'preset gpu "([^"]+)" .*"NVIDIA', line)
-        if not m:
-            continue
-        settings = {n: v for n, v, _ in lib.preset("gpu", m.group(1)).settings}
-        assert "driver_reserved" in settings, m.group(1)
-        assert lines[i - 2].startswith("# reserved: "), m.group(1)
+    for name, settings, above in nvidia_presets(lib):
+        assert "driver_reserved" in settings and above[1].startswith("# reserved: "), name
 
 
 @pytest.mark.parametrize("name, mib", sorted(DRIVER_MIB.items()))

@@ -51,7 +51,7 @@ def lib():
 
 def capacity(lib, name):
     settings = {n: (v, span) for n, v, span in lib.preset("gpu", name).settings}
-    assert set(settings) <= {"capacity", "driver_reserved", "gpu_sms"}
+    assert set(settings) <= {"capacity", "driver_reserved", "gpu_sms", "cuda_major"}
     value, span = settings["capacity"]
     return lib.check_value("capacity", value, span)
 

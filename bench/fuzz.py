@@ -1303,7 +1303,9 @@ def output_problems(c: dict, run: dict) -> list[tuple[str, str]]:
         found.append((f"exit status {code}", ""))
     elif code == 1 and cmd not in EXIT_ONE and not (cmd == "estimate" and "--check" in argv):
         found.append((f"exit status 1 from {cmd}", err.strip()[:200]))
-    json_out = "--json" in argv  # an answer is one JSON document on stdout, an error may be one too
+    # an answer is one JSON document on stdout, an error may be one too; after "--" the text
+    # "--json" is an argument (a names pattern), not the flag
+    json_out = "--json" in (argv[:argv.index("--")] if "--" in argv else argv)
     data = None
     if json_out and (out.strip() or code == 0) and (code != 0 or cmd in JSON_COMMANDS):
         try:

@@ -111,3 +111,11 @@ def test_json_invariants():
     assert fuzz.estimate_problems(negative)[0][0] == "negative byte figure (components.weights)"
     with pytest.raises(ValueError):
         fuzz._strict('{"total_bytes": Infinity}')
+
+
+def test_json_flag_after_double_dash_is_an_argument():
+    """Seed 1252: 'memform names -- --json' searches for the text '--json' (exit 1, plain text);
+    the fuzzer held it to the --json invariants, a finding of its own."""
+    run = {"code": 1, "out": "", "err": "no name matches '--json'\n"}
+    assert fuzz.output_problems({"argv": ["names", "--", "--json"]}, run) == []
+    assert fuzz.output_problems({"argv": ["names", "--json", "zzz"]}, dict(run, out="no name\n"))

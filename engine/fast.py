@@ -260,6 +260,27 @@ def parse_value(text: str, units: bool = False):
                 raise Unsupported("a power the full path checks")
             return (_sized(a)[0] ** int(b[0]), a[1] * int(b[0]))
 
+        # units: constant conditions are decided, so that the arms are checked too (fuzzer seed
+        # 1251: '8 MiB ^ 0 GB' inside an if escaped the check of the zeros that keep their unit)
+        def compare(self, a, op, b):
+            if not units:
+                raise Unsupported("a condition in a value")
+            _same(a, b, None)
+            return _COMPARE[str(op)](a[0], b[0])
+
+        def or_(self, a, b):
+            return _truth(a) or _truth(b)
+
+        def and_(self, a, b):
+            return _truth(a) and _truth(b)
+
+        def not_(self, a):
+            return not _truth(a)
+
+        def if_expr(self, cond, then, other):
+            _same(then, other, None)  # the arms in one unit, whichever is taken
+            return then if _truth(cond) else other
+
         def call(self, fn, *args):
             if not units or str(fn) not in ("min", "max", "ceil", "floor", "log2", "sqrt"):
                 raise Unsupported(f"'{fn}' in a value")
@@ -307,6 +328,16 @@ def _exact_sqrt(x):
     if top * top != value.numerator or bottom * bottom != value.denominator:
         raise Unsupported("an irrational root")
     return (Fraction(top, bottom), Fraction(dim) / 2)
+
+
+_COMPARE = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
+            "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+
+
+def _truth(x):
+    if not isinstance(x, bool):
+        raise Unsupported("a condition the full path decides")
+    return x
 
 
 def _num(x):

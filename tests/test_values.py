@@ -84,6 +84,10 @@ def test_units_only_where_they_make_sense(setting, message):
     # log2(1) is sympy's 0 at once, and takes the bytes it multiplies with it (seed 1220)
     ("weights=2 B * 0.1 TB * log2(1)", "'weights' is in bytes but the value is in bytes^2"),
     ("weights=sqrt(0 B)", "'weights' is in bytes but the value is in bytes^1/2"),
+    # inside a constant condition's arm, taken or not (fuzzer seed 1251)
+    ("capacity=if 2 != 0.5 then 1 * 8 MiB ^ 0 GB else 3", "an exponent is a plain number, not bytes"),
+    ("capacity=if 2 < 1 or not 1 == 1 then 3 else 8 MiB ^ 0 GB", "an exponent is a plain number, not bytes"),
+    ("micro_batch=if 1 < 2 then 0 GiB else 1", "cannot combine bytes and a plain number"),
 ])
 def test_a_zero_keeps_its_unit(setting, message):
     refused(setting, message)

@@ -34,12 +34,10 @@ from fractions import Fraction
 from typing import Iterable
 
 from .errors import DomainError, EngineError, UnknownNameError, did_you_mean
-from .fast import MAX_BITS, MAX_VALUE, Unsupported
+from .fast import _RELATIONS, MAX_BITS, MAX_VALUE, Unsupported
 
 __all__ = ["Evaluator", "evaluate"]
 
-_RELATIONS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
-              ">": operator.gt, ">=": operator.ge}
 
 
 def plain(x):

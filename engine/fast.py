@@ -30,6 +30,7 @@ language; nothing is evaluated.
 from __future__ import annotations
 
 import math
+import operator
 import os
 from fractions import Fraction
 from pathlib import Path
@@ -266,7 +267,7 @@ def parse_value(text: str, units: bool = False):
             if not units:
                 raise Unsupported("a condition in a value")
             _same(a, b, None)
-            return _COMPARE[str(op)](a[0], b[0])
+            return _RELATIONS[str(op)](a[0], b[0])
 
         def or_(self, a, b):
             return _truth(a) or _truth(b)
@@ -330,8 +331,9 @@ def _exact_sqrt(x):
     return (Fraction(top, bottom), Fraction(dim) / 2)
 
 
-_COMPARE = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
-            "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+#: the rule language's relations over exact numbers (also engine.exact's and engine.columns')
+_RELATIONS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
+              ">": operator.gt, ">=": operator.ge}
 
 
 def _truth(x):

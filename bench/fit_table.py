@@ -36,7 +36,7 @@ GiB = 2**30
 def table() -> str:
     """The Markdown table: per model and workload the peak in GiB and the GPUs it fits."""
     import engine
-    from engine.model import Scenario
+    from engine.compile.model import Scenario
     lib = engine.load()
     capacity = {g: Scenario.create(lib, None, g).values["capacity"] for g in GPUS}
     lines = ["| model | parameters | " + " | ".join(WORKLOADS) + " |",

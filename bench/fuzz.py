@@ -110,7 +110,7 @@ FUNCTIONS = {"ceil": 1, "floor": 1, "min": None, "max": None, "sqrt": 1, "log2":
 RESERVED = ["if", "then", "else", "match", "and", "or", "not", "in", "where", "rule", "input",
             "option", "dtype", "check", "preset", "source", "override"]
 UNITS = ["bytes", "count", "tokens", "params", "ratio"]
-#: rules every estimate reports in bytes (engine/report.py's TOP_LEVEL but the sums)
+#: rules every estimate reports in bytes (engine/compile/outline.py's TOP_LEVEL but the sums)
 REPORTED = ("weights", "master", "grads", "optimizer_states", "activations", "logits", "kv_cache", "overhead")
 
 # ---------------------------------------------------------------- numbers and values
@@ -527,7 +527,7 @@ class Context:
                   "grad_accum", "cp", "ep", "num_experts"]
         self.common_inputs = [n for n in common if n in self.decls]
         try:  # other tools' names for memform's settings
-            from engine.names import ALIASES
+            from engine.lang.names import ALIASES
             self.aliases = sorted(ALIASES)
             self.alias_targets = {k: a.name for k, a in ALIASES.items() if a.name}
         except ImportError:
@@ -564,7 +564,7 @@ def expectation(ctx, name: str, nodes) -> list | None:
     ``["reject", reason]``, or None when this file does not decide."""
     decl = ctx.decls.get(name.strip())
     if name.strip() in ctx.aliases:
-        return None  # translated by engine/names.py
+        return None  # translated by engine/lang/names.py
     if decl is None:
         return ["reject", "an unknown name"]
     if decl[0] == "dtype":
@@ -925,7 +925,7 @@ def odd_number(rng):
 
 SIZE_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
                "vocab_size", "head_dim", "intermediate_size")
-from engine.hfconfig import FAMILIES as _HF_FAMILIES  # noqa: E402 (ROOT is on the path above)
+from engine.library.hfconfig import FAMILIES as _HF_FAMILIES  # noqa: E402 (ROOT is on the path above)
 FAMILIES = sorted(_HF_FAMILIES)
 #: quantization_config blocks as checkpoints write them, mutated before use
 QUANT_BLOCKS = [
@@ -1204,7 +1204,7 @@ def _whole(v) -> bool:
 
 
 def estimate_problems(data: dict) -> list[tuple[str, str]]:
-    """What is wrong with an ``estimate --json`` document (README, engine/report.py)."""
+    """What is wrong with an ``estimate --json`` document (README, engine/answers/report.py)."""
     out = []
     comps, rules, inputs = data.get("components") or {}, data.get("rules") or {}, data.get("inputs") or {}
     figures = [("total_bytes", data.get("total_bytes"))]
@@ -1475,9 +1475,10 @@ def _is_library_check(check) -> bool:
 def shortcuts(shipped=None):
     """Reuse the shipped library and its parsed files between commands; ``check`` tests only
     the fuzzed files' checks.  With ``shipped=None`` only the latter (a faithful replay)."""
-    import engine.checks as checks
-    import engine.registry as registry
-    saved = registry.load, registry.parse_text, checks.run_checks
+    import engine.answers.checks as checks
+    import engine.compile.cache as cache
+    import engine.library.registry as registry
+    saved = cache.load, registry.parse_text, checks.run_checks
     original_load, original_parse, original_checks = saved
     parsed: dict = {}
     library_texts = {t for _, t in LIBRARY_FILES}
@@ -1509,12 +1510,12 @@ def shortcuts(shipped=None):
 
     snapshot = dict(shipped._compose_cache) if shipped is not None else {}
     if shipped is not None:
-        registry.load, registry.parse_text = load, parse_text
+        cache.load, registry.parse_text = load, parse_text
     checks.run_checks = run_checks
     try:
         yield
     finally:
-        registry.load, registry.parse_text, checks.run_checks = saved
+        cache.load, registry.parse_text, checks.run_checks = saved
 
 
 

@@ -37,9 +37,9 @@ def main(argv=None) -> int:
 
     import engine
     from engine.errors import EngineError
-    from engine.measure import (PRECISIONS, _check_options, autocast_region, family_of, hf_config,
-                                prediction_scenario)
-    from engine.model import Scenario, parse_setting
+    from engine.answers.measure import (PRECISIONS, _check_options, autocast_region, family_of,
+                                        hf_config, prediction_scenario)
+    from engine.compile.model import Scenario, parse_setting
 
     cuda = args.device == "cuda"
     if cuda and not torch.cuda.is_available():
@@ -49,7 +49,7 @@ def main(argv=None) -> int:
     try:
         config_path = args.model if Path(args.model).is_file() else None
         if config_path:
-            from engine.hfconfig import read_config
+            from engine.library.hfconfig import read_config
             base = Scenario.create(lib, None, values=read_config(config_path, lib).values)
         else:
             base = Scenario.create(lib, args.model)

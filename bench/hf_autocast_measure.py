@@ -309,8 +309,8 @@ def memform_rules(family, attn, b, s, precision="bf16_mixed"):
     """Sub-rules through the engine's Python API (the same library the CLI loads)."""
     sys.path.insert(0, "/work/main")
     import engine
-    from engine.hfconfig import read_config
-    from engine.model import Scenario
+    from engine.library.hfconfig import read_config
+    from engine.compile.model import Scenario
     lib = memform_rules.lib = getattr(memform_rules, "lib", None) or engine.load()
     cfg = read_config(CFGDIR / f"{family}.json", lib)
     vals = {**cfg.values, "activation_model": "architecture", "precision": precision, "micro_batch": b,

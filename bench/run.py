@@ -36,8 +36,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import engine  # noqa: E402
-from engine.model import Scenario  # noqa: E402
-from engine.solve import solve  # noqa: E402
+from engine.compile.model import Scenario  # noqa: E402
+from engine.answers.solve import solve  # noqa: E402
 
 SWEPT = ("micro_batch", "seq_len", "dp", "tp", "pp", "zero_stage", "recompute")
 
@@ -134,7 +134,7 @@ def main() -> int:
     # 3. cold start: a new process each time, the cache warm (one run first fills it)
     memform = [sys.executable, "-m", "engine", "estimate", "llama2-7b", "--gpu", "h100-80g"]
     probe = [sys.executable, "-c", "import sys, io; from engine.cli import main; main(sys.argv[1:], io.StringIO()); "
-             "sys.exit('sympy' in sys.modules)", *memform[3:]]
+             "sys.exit('sympy.core' in sys.modules)", *memform[3:]]
     subprocess.run(probe, cwd=ROOT)  # warm
     assert subprocess.run(probe, cwd=ROOT).returncode == 0, "estimate imported sympy with a warm cache"
     t_cli = wall(memform)

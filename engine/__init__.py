@@ -6,42 +6,28 @@
 >>> engine.solve(s, "min", "dp", target="model_states").value
 13
 """
-import sys
-import types
-from importlib import import_module
-
 from .errors import EngineError
+from .lazy import lazy
 
-#: public name -> (module, attribute); imported on first use, so that ``memform estimate``
-#: with a warm cache never imports sympy (see :mod:`engine.fast`)
-_LAZY = {"Library": ("registry", "Library"), "load": ("registry", "load"),
-         "Scenario": ("model", "Scenario"), "estimate": ("estimate", "estimate"),
-         "show": ("estimate", "show"), "solve": ("solve", "solve"), "plan": ("plan", "plan"),
-         "evaluate": ("exact", "evaluate"), "Evaluator": ("exact", "Evaluator")}
+#: public name -> (module, attribute); the modules are executed on first use (engine.lazy), so
+#: that ``memform estimate`` with a warm cache never imports sympy (see engine.answers.quick)
+_PUBLIC = {"Library": ("library.registry", "Library"), "load": ("compile.cache", "load"),
+           "Scenario": ("compile.model", "Scenario"), "estimate": ("answers.estimate", "estimate"),
+           "show": ("answers.estimate", "show"), "solve": ("answers.solve", "solve"),
+           "plan": ("answers.plan", "plan"), "evaluate": ("compile.exact", "evaluate"),
+           "Evaluator": ("compile.exact", "Evaluator")}
 
-__all__ = ["EngineError", *_LAZY]
+__all__ = ["EngineError", *_PUBLIC]
 
 
 def __getattr__(name: str):
-    if name not in _LAZY:
+    if name not in _PUBLIC:
         raise AttributeError(f"module 'engine' has no attribute '{name}'")
-    module, attr = _LAZY[name]
-    value = getattr(import_module(f".{module}", __name__), attr)
+    module, attr = _PUBLIC[name]
+    value = getattr(lazy(f"{__name__}.{module}"), attr)
     globals()[name] = value
     return value
 
 
 def __dir__():
     return sorted(__all__)
-
-
-class _Package(types.ModuleType):
-    """Importing the submodule ``engine.solve`` must not hide the function ``engine.solve``."""
-
-    def __setattr__(self, name, value):
-        if name in _LAZY and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

@@ -6,11 +6,42 @@ sets the exit code: 2 for usage errors, 1 for failed checks or infeasible querie
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
+import time
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from .errors import EngineError, UsageError, shown
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from .answers import quick
+from .answers.report import gb, gib, json_number
+from .errors import EngineError, ErrorGroup, UnknownNameError, UsageError, did_you_mean, shown
+from .lang.constants import MAX_BITS
+from .lazy import lazy
+from .paths import DOC_FILES
+
+# What only some commands need (sympy above all: an estimate the cache answers never imports
+# it) is bound here and executed on first use (engine.lazy).
+cache = lazy("engine.compile.cache")
+scenarios = lazy("engine.compile.model")
+hfconfig = lazy("engine.library.hfconfig")
+hub = lazy("engine.library.hub")
+layout = lazy("engine.library.layout")
+names = lazy("engine.lang.names")
+estimates = lazy("engine.answers.estimate")
+serving = lazy("engine.answers.serve")
+solving = lazy("engine.answers.solve")
+planning = lazy("engine.answers.plan")
+checks = lazy("engine.answers.checks")
+measuring = lazy("engine.answers.measure")
+display = lazy("engine.present.display")
+docs = lazy("engine.present.docs")
+plots = lazy("engine.present.plot")
+rich_progress = lazy("rich.progress")
 
 USAGE_EXAMPLES = """examples:
   memform estimate llama2-7b --gpu h100-80g --set micro_batch=4 --set seq_len=4096
@@ -162,7 +193,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
     try:
         return version("memform")
     except PackageNotFoundError:  # run from a source tree that was never installed
@@ -192,11 +222,10 @@ def _is_file(path: str) -> bool:
 
 
 def _library(files):
-    from .registry import load
     for f in files:
         if not _is_file(f):
             raise UsageError(f"no such rule file: '{shown(f, 255)}'")
-    return load(extra=files)
+    return cache.load(extra=files)
 
 
 def is_config_path(lib, model: str) -> bool:
@@ -213,8 +242,7 @@ def is_config_path(lib, model: str) -> bool:
 
 def _capacity(lib, text: str):
     """``--capacity`` needs a byte unit: a bare number is refused, with what it could mean."""
-    from .model import parse_setting
-    name, value = parse_setting(lib, f"capacity={text}")
+    name, value = scenarios.parse_setting(lib, f"capacity={text}")
     if not any(c.isalpha() for c in text):
         n = shown(text.strip())
         raise UsageError(f"--capacity {n} has no unit",
@@ -224,9 +252,8 @@ def _capacity(lib, text: str):
 
 
 def _scenario(lib, args, model):
-    from .model import Scenario, parse_setting
     notes: list[str] = []
-    values = dict(parse_setting(lib, text, notes) for text in args.sets)
+    values = dict(scenarios.parse_setting(lib, text, notes) for text in args.sets)
     for text in notes:
         _note(text)
     gpu = getattr(args, "gpu", None)
@@ -239,14 +266,12 @@ def _scenario(lib, args, model):
     if model is not None and is_config_path(lib, model):
         path = model
         if not _is_file(model):
-            from . import hub
             if not hub.looks_like_hub_id(model):
                 raise UsageError(f"no such file: '{shown(model, 255)}'",
                                  hint="MODEL is a preset (see 'memform presets'), a Hugging Face id (org/name) "
                                       "or the path of a Hugging Face config.json")
             path = str(hub.resolve_config(model))  # the local Hugging Face cache first, then the Hub
-        from .hfconfig import read_config
-        config = read_config(path, lib)
+        config = hfconfig.read_config(path, lib)
         if config.unknown:
             _note(f"{shown(model, 255)}: fields not understood (not used): " + ", ".join(config.unknown))
         config_values, model = config.values, None
@@ -255,22 +280,20 @@ def _scenario(lib, args, model):
         _model_preset(lib, model)
     if gpu is not None:
         lib.preset("gpu", gpu)
-    scenario = Scenario.create(lib, model, gpu, values=config_values)
+    scenario = scenarios.Scenario.create(lib, model, gpu, values=config_values)
     if model is None and config_values:
-        scenario = Scenario(lib, scenario.values, getattr(args, "model", None), gpu)
+        scenario = scenarios.Scenario(lib, scenario.values, getattr(args, "model", None), gpu)
     scenario = scenario.with_values(**values) if values else scenario
     if config_values and checkpoint is not None:
         _note(_checkpoint_note(scenario, checkpoint))
     if not getattr(args, "no_divisibility", True):
-        from .layout import check
-        check(scenario)
+        layout.check(scenario)
     return scenario
 
 
 def _checkpoint(folder: Path):
     """The safetensors checkpoint beside a config.json, read from its headers, or None (none
     there, or one that cannot be read: said in a note, the estimate goes on from the config)."""
-    from . import hub
     try:
         return hub.checkpoint_summary(folder, allow_partial=True) if hub.has_checkpoint(folder) else None
     except EngineError as exc:
@@ -304,7 +327,6 @@ def _checkpoint_note(scenario, ckpt) -> str:
 
 def _model_preset(lib, model: str) -> None:
     """Refuse an unknown MODEL with the nearest preset and what else MODEL may be."""
-    from .errors import UnknownNameError, did_you_mean
     if ("model", model) in lib.presets:
         return
     known = sorted(n for k, n in lib.presets if k == "model")
@@ -315,17 +337,15 @@ def _model_preset(lib, model: str) -> None:
 
 
 def cmd_estimate(args, out) -> int:
-    from . import fast
     if args.check and not (args.gpu or args.capacity or any(t.split("=", 1)[0].strip() == "capacity"
                                                              for t in args.sets)):
         raise UsageError("--check needs a capacity", hint="give --gpu GPU or --capacity 80GB")
-    report = fast.report(args)  # exact numbers without sympy, when the cache can answer
+    report = quick.report(args)  # exact numbers without sympy, when the cache can answer
     if report is None:
-        from .estimate import estimate
         lib = _library(args.rules)
-        report = estimate(_scenario(lib, args, args.model)).report(formulas=not args.json)
+        report = estimates.estimate(_scenario(lib, args, args.model)).report(formulas=not args.json)
         if not args.rules:
-            fast.remember(report)  # the formula column, for the next estimate of this setup
+            quick.remember(report)  # the formula column, for the next estimate of this setup
     if args.json:
         out.write(json.dumps(report.to_json(), indent=2) + "\n")
     else:
@@ -338,8 +358,6 @@ def cmd_estimate(args, out) -> int:
 
 
 def cmd_serve(args, out) -> int:
-    from .model import parse_setting
-    from .serve import serve
     lib = _library(args.rules)
     if not (args.gpu or args.capacity):
         raise UsageError("serve needs the device's memory", hint="give --gpu GPU or --capacity 80GiB")
@@ -347,11 +365,11 @@ def cmd_serve(args, out) -> int:
         value = getattr(args, flag)
         if value is not None:
             args.sets.append(f"{flag}={value}")
-    explicit = {parse_setting(lib, text)[0] for text in args.sets}
+    explicit = {scenarios.parse_setting(lib, text)[0] for text in args.sets}
     args.no_divisibility = False  # the engine shards heads and layers whole
     requests = args.min_tp_for if args.min_tp_for is not None else args.max_len_for
     if requests is None:
-        result = serve(_scenario(lib, args, args.model), args.engine, formulas=not args.json, explicit=explicit)
+        result = serving.serve(_scenario(lib, args, args.model), args.engine, formulas=not args.json, explicit=explicit)
         if args.json:
             out.write(json.dumps(result.to_json(), indent=2) + "\n")
         else:
@@ -363,8 +381,6 @@ def cmd_serve(args, out) -> int:
 def _serve_solve(lib, args, out, explicit, requests: int) -> int:
     """``serve --min-tp-for C`` / ``--max-len-for C``: the answer, what it rests on, and the
     engine's breakdown there."""
-    from .report import json_number
-    from .serve import max_len_for, min_tp_for, serve
     if not 1 <= requests <= 10**6:
         raise UsageError(f"the concurrency takes a whole number from 1 to 1,000,000, not {requests}")
     if args.min_tp_for is not None and args.tp is not None:
@@ -372,7 +388,7 @@ def _serve_solve(lib, args, out, explicit, requests: int) -> int:
     if args.max_len_for is not None and "seq_len" in explicit:
         raise UsageError("--max-len-for searches max_model_len: drop --set max_model_len")
     scenario = _scenario(lib, args, args.model)
-    solver = min_tp_for if args.min_tp_for is not None else max_len_for
+    solver = serving.min_tp_for if args.min_tp_for is not None else serving.max_len_for
     answer = solver(scenario, args.engine, explicit, requests)
     result = answer.result
     if args.json:
@@ -388,23 +404,20 @@ def _serve_solve(lib, args, out, explicit, requests: int) -> int:
     else:
         out.write(f"longest max_model_len for {requests:,} requests: {answer.value:,} tokens   "
                   f"(maximum concurrency at each length tried: {tried})\n")
-    serve(result.scenario, args.engine, explicit=set(explicit) | {"tp", "seq_len"}).print_table(out)
+    serving.serve(result.scenario, args.engine, explicit=set(explicit) | {"tp", "seq_len"}).print_table(out)
     return 0
 
 
 def _show(expr) -> str:
-    from .estimate import show_text
-    return show_text(expr)
+    return estimates.show_text(expr)
 
 
 def cmd_solve(args, out) -> int:
-    from .estimate import gb, gib
-    from .solve import solve
     lib = _library(args.rules)
     scenario = _scenario(lib, args, args.model)
     if args.multiple_of < 1:
         raise UsageError("--multiple-of takes a whole number >= 1")
-    r = solve(scenario, args.direction, args.unknown, target=args.target, step=args.step,
+    r = solving.solve(scenario, args.direction, args.unknown, target=args.target, step=args.step,
               multiple_of=args.multiple_of, divisibility=not args.no_divisibility)
     if args.json:
         out.write(json.dumps(r.to_json(), indent=2) + "\n")
@@ -424,39 +437,31 @@ def cmd_solve(args, out) -> int:
 
 
 def cmd_show(args, out) -> int:
-    from .estimate import show
-    from .fast import show_keep
     lib = _library(args.rules)
     scenario = _scenario(lib, args, args.model)
-    expr = show(scenario, args.rule, keep=show_keep(args))
+    expr = estimates.show(scenario, args.rule, keep=quick.show_keep(args))
     if args.latex:
-        from .display import latex
-        out.write(latex(expr) + "\n")
+        out.write(display.latex(expr) + "\n")
     else:
         out.write(f"{args.rule} = {_show(expr)}\n")
     return 0
 
 
 def cmd_plan(args, out) -> int:
-    from .estimate import gb
-    from .plan import exact, layout_evaluator, plan, validate_plan_args
-    validate_plan_args(args.gpus, args.top, args.max_micro_batch)
+    planning.validate_plan_args(args.gpus, args.top, args.max_micro_batch)
     lib = _library(args.rules)
     scenario = _scenario(lib, args, args.model)
     with _LazyProgress() as progress:
-        rows = plan(scenario, args.gpus, max_micro_batch=args.max_micro_batch, sort=args.sort,
+        rows = planning.plan(scenario, args.gpus, max_micro_batch=args.max_micro_batch, sort=args.sort,
                     progress=progress, divisibility=not args.no_divisibility)
-    evaluator = layout_evaluator(scenario) if rows else None
-    listed = [r for r in (exact(scenario, row, evaluator) for row in rows[:args.top]) if r is not None]
+    evaluator = planning.layout_evaluator(scenario) if rows else None
+    listed = [r for r in (planning.exact(scenario, row, evaluator) for row in rows[:args.top]) if r is not None]
     if args.json:
         out.write(json.dumps({"feasible": len(rows), "layouts": [r.to_json() for r in listed]}, indent=2) + "\n")
         return 0 if rows else 1
     if not rows:
         out.write(f"no layout of {args.gpus} GPUs fits {shown(args.model, 255)}\n")
         return 1
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
     table = Table(title=Text(f"{shown(args.model, 255)} on {args.gpus} x {args.gpu or 'GPU'}: {len(rows)} layouts "
                              f"fit (sorted by {args.sort})"), title_justify="left")
     for col in ("tp", "pp", "dp", "ZeRO", "recompute", "micro_batch", "per-GPU GB", "headroom GB"):
@@ -472,15 +477,12 @@ class _LazyProgress:
     """A progress bar on stderr that appears only once the work has taken over a second."""
 
     def __enter__(self):
-        import time
         self.start, self.bar, self.task = time.monotonic(), None, None
         return self
 
     def __call__(self, done: int, total: int) -> None:
-        import time
         if self.bar is None and time.monotonic() - self.start > 1:
-            from rich.progress import Progress
-            self.bar = Progress(transient=True)
+            self.bar = rich_progress.Progress(transient=True)
             self.bar.start()
             self.task = self.bar.add_task("layouts", total=total)
         if self.bar is not None:
@@ -493,18 +495,14 @@ class _LazyProgress:
 
 
 def cmd_names(args, out) -> int:
-    from .names import entries
     lib = _library(args.rules)
-    rows = entries(lib, args.pattern)
+    rows = names.entries(lib, args.pattern)
     if args.json:
         out.write(json.dumps([r.to_json() for r in rows], indent=2) + "\n")
         return 0 if rows else 1
     if not rows:
         out.write(f"no name matches '{shown(args.pattern)}'\n")
         return 1
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
     table = Table(box=None, pad_edge=False)
     for col in ("name", "kind", "unit or choices", "default", "description"):
         table.add_column(col, overflow="fold")
@@ -515,10 +513,9 @@ def cmd_names(args, out) -> int:
 
 
 def cmd_check(args, out) -> int:
-    from .checks import run_checks, validate_samples
-    validate_samples(args.samples)  # before the library is loaded
+    checks.validate_samples(args.samples)  # before the library is loaded
     lib = _library(args.files)
-    results = run_checks(lib, samples=args.samples)
+    results = checks.run_checks(lib, samples=args.samples)
     failed = 0
     for r in results:
         if r.ok:
@@ -534,7 +531,6 @@ def cmd_check(args, out) -> int:
 
 def cmd_presets(args, out) -> int:
     """List the presets, filtered by --kind, --family and --min-memory (all of them must hold)."""
-    from .model import parse_setting
     if args.min_memory is not None and args.kind == "model":
         raise UsageError("--min-memory selects GPU presets; it cannot be combined with --kind model")
     lib = _library([])
@@ -546,7 +542,7 @@ def cmd_presets(args, out) -> int:
             raise UsageError(f"--min-memory {n} has no unit",
                              hint=f"write {n}GB (10^9 bytes) or {n}GiB (2^30 bytes)")
         try:
-            least = parse_setting(lib, f"capacity={text}")[1]
+            least = scenarios.parse_setting(lib, f"capacity={text}")[1]
         except EngineError as exc:
             raise UsageError(f"--min-memory {shown(text)} is not a memory size: {exc.message}",
                              hint="e.g. --min-memory 24GB or --min-memory 80GiB") from None
@@ -571,11 +567,9 @@ def cmd_presets(args, out) -> int:
 
 
 def cmd_docs(args, out) -> int:
-    from .paths import DOC_FILES
     if args.check:
-        from .docs import DOCS_DIR, check, display_path
-        path = check(_library([]), args.out or DOCS_DIR, args.format)  # StaleDocsError: exit 1
-        out.write(f"{display_path(path)} is up to date\n")
+        path = docs.check(_library([]), args.out or docs.DOCS_DIR, args.format)  # StaleDocsError: exit 1
+        out.write(f"{docs.display_path(path)} is up to date\n")
         return 0
     if args.out is None:
         out.write(_reference(args.format))
@@ -597,22 +591,19 @@ def cmd_docs(args, out) -> int:
 def _reference(fmt: str) -> str:
     """The formula reference in ``fmt``: as rendered from these sources before (no sympy), or
     rendered now and kept."""
-    from . import fast
-    text = fast.kept_docs(fmt)
+    text = quick.kept_docs(fmt)
     if text is None:
-        from .docs import render
-        text = render(_library([]), fmt)
-        fast.keep_docs(fmt, text)
+        text = docs.render(_library([]), fmt)
+        quick.keep_docs(fmt, text)
     return text
 
 
 def cmd_plot(args, out) -> int:
-    from .plot import parse_range, plot
-    lo, hi = parse_range(args.range)
+    lo, hi = plots.parse_range(args.range)
     lib = _library(args.rules)
     scenario = _scenario(lib, args, args.model)
     path = Path(args.out or f"{args.model}-{args.x}.png")
-    _, data = plot(scenario, args.x, lo, hi, path)
+    _, data = plots.plot(scenario, args.x, lo, hi, path)
     out.write(f"wrote {path}\n")
     if data.best is not None:
         out.write(f"max {args.x} = {data.best:,}   ({shown(args.model, 255)} on {args.gpu or 'the capacity'}, total <= capacity)\n")
@@ -630,21 +621,19 @@ def _measured(lib, args):
 
 
 def cmd_measure(args, out) -> int:
-    from .measure import format_table, measure
     lib = _library(args.rules)
     scenario = _measured(lib, args)
     config = args.model if is_config_path(lib, args.model) else None
-    m = measure(scenario, config)
-    out.write(json.dumps(m.to_json(), indent=2) + "\n" if args.json else format_table(m))
+    m = measuring.measure(scenario, config)
+    out.write(json.dumps(m.to_json(), indent=2) + "\n" if args.json else measuring.format_table(m))
     return 0
 
 
 def cmd_calibrate(args, out) -> int:
-    from .measure import calibrate
     lib = _library(args.rules)
     scenario = _measured(lib, args)
     config = args.model if is_config_path(lib, args.model) else None
-    text = calibrate(scenario, config).rule_file()
+    text = measuring.calibrate(scenario, config).rule_file()
     if args.out is None:
         out.write(text)
         return 0
@@ -658,7 +647,6 @@ def cmd_calibrate(args, out) -> int:
 
 def error_json(exc: EngineError) -> dict:
     """An error as ``--json`` prints it: its kind, message, hint, place and exit code."""
-    from .errors import ErrorGroup
     if isinstance(exc, ErrorGroup):
         return {"type": "ErrorGroup", "message": exc.message, "errors": [error_json(e) for e in exc.errors],
                 "exit_code": exc.exit_code}
@@ -669,7 +657,7 @@ def error_json(exc: EngineError) -> dict:
             "exit_code": exc.exit_code}
 
 
-#: commands whose answers are kept as text (:mod:`engine.fast`)
+#: commands whose answers are kept as text (:mod:`engine.answers.quick`)
 ANSWERED = ("show", "solve", "plan")
 
 COMMANDS = {"estimate": cmd_estimate, "serve": cmd_serve, "solve": cmd_solve, "show": cmd_show, "plan": cmd_plan,
@@ -681,7 +669,6 @@ def _printable_values() -> None:
     """Let every exact value the limits allow be printed: Python refuses to turn integers of
     more than 4,300 digits into text, a value of MAX_BITS bits has up to 30,103 (twice that
     leaves room for the constants of a formula)."""
-    from .fast import MAX_BITS  # sympy-free, as the estimate's fast path must stay
     digits = 2 * (MAX_BITS * 30103 // 100000 + 1)
     limit = sys.get_int_max_str_digits()
     if limit and limit < digits:
@@ -692,23 +679,21 @@ def _answered(args, out) -> int:
     """A command whose answer depends on its arguments and the sources alone: the text kept
     when it last ran with these arguments (no sympy), else its run, kept for the next time."""
     global _NOTES
-    import io
-    from . import fast
-    kept = fast.answer(args)
+    kept = quick.answer(args)
     if kept is not None:
         code, text, notes = kept
         for note in notes:
             _note(note)
         out.write(text)
         return code
-    shown = fast.show(args) if args.command == "show" else None  # a polynomial: no sympy
+    shown = quick.show(args) if args.command == "show" else None  # a polynomial: no sympy
     if shown is not None:
         out.write(shown)
         return 0
     buffer, _NOTES = io.StringIO(), []
     try:
         code = COMMANDS[args.command](args, buffer)
-        fast.remember_answer(args, code, buffer.getvalue(), _NOTES)
+        quick.remember_answer(args, code, buffer.getvalue(), _NOTES)
         return code
     finally:
         _NOTES = None

@@ -14,10 +14,14 @@ from pathlib import Path
 import pytest
 
 import engine
-from engine import cache, fast
+from engine import store as cache
+from engine.compile import compiler
+from engine.lang import constants
+from engine.answers import quick as fast
+from engine.compile import trees
 from engine.cli import build_parser, main
-from engine.model import Scenario
-from engine.parser import data_path, grammar_path
+from engine.compile.model import Scenario
+from engine.paths import data_path, grammar_path
 
 ROOT = Path(__file__).resolve().parent.parent
 ESTIMATE = ["estimate", "llama2-7b", "--gpu", "h100-80g", "--set", "zero_stage=3", "--set", "dp=8"]
@@ -31,9 +35,9 @@ KINDS = ("compiled", "formulas", "grammar", "library")
 def cache_home(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv("MEMFORM_NO_CACHE", raising=False)
-    from engine import parser
+    from engine.lang import parser
     parser.grammar.cache_clear()  # a parser built earlier in this process would not be written here
-    monkeypatch.setattr(fast, "_PARSER", None)
+    monkeypatch.setattr(constants, "_PARSER", None)
     yield tmp_path / "cache"
     parser.grammar.cache_clear()
 
@@ -56,7 +60,7 @@ def test_cache_is_private_plain_data_and_reused(cache_home):
         header, body = p.read_bytes().split(b"\n", 1)
         assert header.startswith(cache.MAGIC)
         json.loads(body)  # plain JSON
-    assert fast._read("compiled", cache.source_key())["rules"].keys() == first.rules.keys()
+    assert trees._read("compiled", cache.source_key())["rules"].keys() == first.rules.keys()
     before = path.stat().st_mtime_ns
     second = engine.load()
     assert path.stat().st_mtime_ns == before  # found as it should be: not rewritten
@@ -67,13 +71,13 @@ def test_corrupt_or_foreign_cache_is_rebuilt(cache_home):
     engine.load()
     (path,) = _files(cache_home / "memform", "compiled")
     key = cache.source_key()
-    good = fast._read("compiled", key)
+    good = trees._read("compiled", key)
     for bad in (b"not a cache file", pickle.dumps(("another key", "not a library")),
                 path.read_bytes()[:-100]):
         path.write_bytes(bad)
-        assert fast._read("compiled", key) is None
+        assert trees._read("compiled", key) is None
         assert Scenario.create(engine.load(), "llama2-70b").evaluate("n_params") == 68_976_648_192
-        assert fast._read("compiled", key) == good  # rewritten
+        assert trees._read("compiled", key) == good  # rewritten
 
 
 def test_key_changes_with_the_rule_files(tmp_path):
@@ -97,7 +101,7 @@ def test_files_of_old_sources_are_pruned(cache_home):
 
 
 def test_corrupt_grammar_tables_are_rebuilt(cache_home):
-    from engine.paths import lark_parser
+    from engine.lang.grammar import lark_parser
     lark_parser()
     (tables,) = _files(cache_home / "memform", "grammar")
     assert tables.stat().st_size > 0  # the parse tables are kept in the user cache directory
@@ -107,7 +111,7 @@ def test_corrupt_grammar_tables_are_rebuilt(cache_home):
 
 
 def test_cache_off_writes_nothing(tmp_path, monkeypatch):
-    from engine.paths import lark_parser
+    from engine.lang.grammar import lark_parser
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setenv("MEMFORM_NO_CACHE", "1")
     lark_parser()
@@ -122,7 +126,7 @@ def test_encoding_round_trips_the_compiled_form_and_the_grammar_tables(lib):
     from lark.lexer import TerminalDef
     from engine.paths import LARK_OPTIONS
     import lark
-    compiled = fast.compile_library(lib)
+    compiled = compiler.compile_library(lib)
     tables = lark.Lark(grammar_path().read_text(encoding="utf-8"), **LARK_OPTIONS).memo_serialize(
         [TerminalDef, Rule])
     for data in (compiled, tables):

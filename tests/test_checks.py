@@ -7,7 +7,7 @@ import json
 import pytest
 
 import engine
-from engine.checks import run_check, run_checks
+from engine.answers.checks import run_check, run_checks
 from engine.cli import main
 from engine.errors import UsageError
 from conftest import squaring_chain
@@ -204,8 +204,9 @@ def test_a_compiled_side_equals_its_exact_value(lib):
     # memform check found Granite 4.0-H Tiny's total negative under QLoRA with FSDP2
     import numpy as np
     import sympy
-    from engine.checks import _models, compile_expr, real_values
-    from engine.rules import OptionDecl
+    from engine.answers.checks import _models
+    from engine.compile.lambdas import compile_expr, real_values
+    from engine.lang.rules import OptionDecl
     models = _models(lib)
     fixed = dict(models)["granite-4.0-h-tiny"]
     pinned = sorted({n for _, f in models for n in f} & set(lib.rules))
@@ -233,7 +234,7 @@ def test_a_compiled_side_equals_its_exact_value(lib):
 def _broken_library(tmp_path):
     """The shipped rule files with the device holding less than the allocator reserved."""
     import shutil
-    from engine.parser import data_path
+    from engine.paths import data_path
     folder = tmp_path / "formulas"
     shutil.copytree(data_path("formulas"), folder)
     peak = folder / "peak.mem"
@@ -247,7 +248,7 @@ def _broken_library(tmp_path):
 def test_the_sampled_checks_find_a_broken_rule(tmp_path, monkeypatch):
     # the library's own checks are sampled together over the compiled trees (engine/vector.py);
     # the copy's files count as the library's own here, so that path is the one that runs
-    import engine.checks as checks
+    import engine.answers.checks as checks
     lib = _broken_library(tmp_path)
     monkeypatch.setattr(checks, "shipped", lambda decl: True)
     device = next(item for item in lib.lowered_checks if item[0].doc == "the device holds the reserved memory")
@@ -261,7 +262,7 @@ def test_the_sampled_checks_find_a_broken_rule(tmp_path, monkeypatch):
 
 
 def test_the_sampled_checks_agree_with_the_composed_ones(lib):
-    import engine.checks as checks
+    import engine.answers.checks as checks
     items = [item for item in lib.lowered_checks
              if item[0].doc in ("memory never decreases when the micro-batch grows",
                                 "per-GPU memory never grows when tp doubles")]

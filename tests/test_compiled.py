@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from engine.model import Scenario
-from engine.report import EXTRA_RULES, TOP_LEVEL
+from engine.compile.model import Scenario
+from engine.compile.outline import EXTRA_RULES, TOP_LEVEL
 
 SWEPT = ("micro_batch", "seq_len", "dp", "tp", "pp", "zero_stage", "recompute", "attention",
          "precision", "optimizer", "mode", "sequence_parallel", "offload", "convention")

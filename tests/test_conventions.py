@@ -29,7 +29,7 @@ from fractions import Fraction
 import pytest
 import sympy
 
-from engine.model import Scenario
+from engine.compile.model import Scenario
 
 # published parameter counts (Touvron et al. 2023b, table 1 / the HF checkpoints; the same
 # figures as seed-cases LIT-06)

@@ -21,11 +21,11 @@ import sympy
 
 import engine
 from engine.cli import main
-from engine.display import DISPLAY
-from engine.docs import DOCS_DIR, TOPIC_ORDER, RuleView, load_examples, render, topics
+from engine.present.display import DISPLAY
+from engine.present.docs import DOCS_DIR, TOPIC_ORDER, RuleView, load_examples, render, topics
 from engine.errors import UsageError
-from engine.estimate import formula
-from engine.model import Scenario
+from engine.answers.estimate import formula
+from engine.compile.model import Scenario
 
 CHROMIUM = "/usr/bin/chromium"
 
@@ -65,7 +65,7 @@ def test_every_rule_appears_with_doc_source_text_and_closed_form(lib, markdown):
         # the closed form as the issue defines it: every input symbolic, default options
         closed = formula(scenario, name, keep=tuple(lib.inputs), opaque=())
         lhs = DISPLAY.get(name) or r"\mathrm{%s}" % name.replace("_", r"\_")
-        assert f"$$\n{lhs} = {engine.display.latex(closed)}\n$$" in part, name
+        assert f"$$\n{lhs} = {engine.present.display.latex(closed)}\n$$" in part, name
 
 
 def test_every_input_option_and_dtype_is_listed(lib, markdown):
@@ -92,13 +92,13 @@ def test_topics_in_fixed_order_titled_from_the_first_comment(lib, markdown):
     assert "checks.mem" not in files and "presets.mem" not in files  # nothing to document
     headings = re.findall(r"^## (.*) \(([a-z_]+\.mem)\)$", markdown, re.M)
     assert [f for _, f in headings] == files
-    first_line = (Path(engine.parser.data_path("formulas")) / "total.mem").read_text().splitlines()[0]
+    first_line = (Path(engine.paths.data_path("formulas")) / "total.mem").read_text().splitlines()[0]
     assert dict((f, t) for t, f in headings)["total.mem"].lower() in first_line.lower()
 
 
 def test_unknown_files_follow_alphabetically(tmp_path):
     folder = tmp_path / "formulas"
-    shutil.copytree(engine.parser.data_path("formulas"), folder)
+    shutil.copytree(engine.paths.data_path("formulas"), folder)
     (folder / "zeta.mem").write_text('# zeta.mem: an extra topic.  More words.\n'
                                      'rule zeta_bytes : bytes = 3 * fp16 "three halves"\n')
     (folder / "lora_extra.mem").write_text('rule lora_extra : count = 2 "no header comment"\n')
@@ -114,7 +114,7 @@ def test_unknown_files_follow_alphabetically(tmp_path):
 
 
 def test_generation_is_deterministic(lib):
-    code = ("import engine; from engine.docs import render; "
+    code = ("import engine; from engine.present.docs import render; "
             "import sys; sys.stdout.write(render(engine.load(), 'md'))")
     outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            env={"PYTHONHASHSEED": seed, "PATH": "/usr/bin:/bin"},
@@ -185,7 +185,7 @@ def test_check_detects_a_stale_copy(tmp_path):
 
 def test_check_in_an_installed_package_needs_out(monkeypatch):
     # an installed wheel has no docs/ folder with a committed reference (tests/test_wheel.py runs one)
-    monkeypatch.setattr("engine.docs.IN_CHECKOUT", False)
+    monkeypatch.setattr("engine.present.docs.IN_CHECKOUT", False)
     code, out, err = run("docs", "--check")
     assert (code, out) == (2, "")
     assert "memform is installed as a package" in err and "memform docs --check --out DIR" in err
@@ -347,7 +347,7 @@ def test_plot_renders_a_png(tmp_path):
 
 def test_plot_breakdown_matches_the_exact_path(lib):
     import numpy as np
-    from engine.plot import breakdown
+    from engine.present.plot import breakdown
     s = Scenario.create(lib, "llama2-7b", "h100-80g", values={"zero_stage": 3, "dp": 8})
     data = breakdown(s, "micro_batch", 1, 40)
     for x in (1, 7, 40):
@@ -393,7 +393,7 @@ def test_plot_title_fits_the_figure(lib, tmp_path):
     # Llama-2-70B does not fit one H100 for training at micro_batch 1 (16 B per parameter alone)
     pytest.importorskip("matplotlib")
     import dataclasses
-    from engine.plot import plot
+    from engine.present.plot import plot
     s = Scenario.create(lib, "llama2-70b", "h100-80g")
     s = dataclasses.replace(s, model="my_preset_" * 20 + "$cost_$")
     fig, data = plot(s, "micro_batch", 1, 8, tmp_path / "p.png")
@@ -441,8 +441,8 @@ def test_solve_result_latex(lib):
 def test_an_output_folder_that_cannot_be_made_is_refused_before_rendering(tmp_path, monkeypatch):
     # the fuzzer (test_fuzz, command lines): `docs --out /proc/x` rendered the whole reference
     # (seconds on a loaded machine) before finding it could not write there
-    import engine.docs
-    monkeypatch.setattr(engine.docs, "render", lambda *a, **k: pytest.fail("rendered before the folder was made"))
+    import engine.present.docs
+    monkeypatch.setattr(engine.present.docs, "render", lambda *a, **k: pytest.fail("rendered before the folder was made"))
     blocker = tmp_path / "file"
     blocker.write_text("")
     code, out, err = run("docs", "--out", str(blocker / "sub"))

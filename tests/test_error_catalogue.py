@@ -8,7 +8,7 @@ import pytest
 
 import engine
 from engine import errors
-from engine.model import Scenario, parse_setting
+from engine.compile.model import Scenario, parse_setting
 from conftest import TINY
 
 GOLDEN = Path(__file__).parent / "golden" / "errors"
@@ -22,7 +22,7 @@ def tiny_with(text):
 
 
 def solve_zero1(lib):
-    from engine.solve import solve
+    from engine.answers.solve import solve
     s = Scenario.create(lib, "llama2-70b", values={"n_params": 70 * 10**9, "zero_stage": 1, "capacity": 80 * 10**9})
     solve(s, "min", "dp", target="model_states")
 

@@ -1,4 +1,4 @@
-"""engine.exact: the specialised exact evaluator gives what the folded one (engine.fast.evaluate,
+"""engine.compile.exact: the specialised exact evaluator gives what the folded one (engine.compile.exact.evaluate_rules,
 every value fixed) and the sympy path (Scenario.evaluate) give, for every rule of every model
 preset."""
 import random
@@ -7,10 +7,12 @@ from fractions import Fraction
 
 import pytest
 
-from engine import exact, fast
+from engine.compile import compiler
+from engine.lang import constants
+from engine.compile import exact
 from engine.errors import DomainError, EngineError, UnknownNameError
-from engine.model import Scenario
-from engine.report import EXTRA_RULES, TOP_LEVEL
+from engine.compile.model import Scenario
+from engine.compile.outline import EXTRA_RULES, TOP_LEVEL
 
 #: what varies between calls: workload, layout, and options that switch whole rule families
 VARYING = ("micro_batch", "seq_len", "dp", "tp", "zero_stage", "recompute", "precision", "optimizer")
@@ -19,7 +21,7 @@ GPU = "h100-80g"
 
 @pytest.fixture(scope="module")
 def compiled(lib):
-    return fast.compile_library(lib)
+    return compiler.compile_library(lib)
 
 
 def _models(lib) -> list[str]:
@@ -36,14 +38,14 @@ def _sample(rng: random.Random, compiled: dict) -> dict:
 
 
 def _walked(compiled: dict, model: str, values: dict, rule: str):
-    """The folded value (every value fixed: engine.fast.evaluate), or "fails", for the same values."""
+    """The folded value (every value fixed: engine.compile.exact.evaluate_rules), or "fails", for the same values."""
     env = dict(compiled["defaults"])
     env.update(compiled["presets"][("model", model)])
     env.update(compiled["presets"][("gpu", GPU)])
     env.update({n: (v if isinstance(v, str) else Fraction(v)) for n, v in values.items()})
     try:
-        return fast.evaluate(compiled, env, [rule])[rule]
-    except (fast.Unsupported, ArithmeticError):
+        return exact.evaluate_rules(compiled, env, [rule])[rule]
+    except (constants.Unsupported, ArithmeticError):
         return "fails"
 
 
@@ -146,7 +148,7 @@ def test_memory_stays_flat_over_many_configurations():
 def test_plan_lists_the_exact_totals_of_the_sympy_path(lib):
     """`memform plan` re-evaluates the rows it lists with the layout's exact evaluator; each
     equals the scenario's own exact total (and the micro-batch is the same)."""
-    from engine.plan import exact as exact_row, layout_evaluator, plan
+    from engine.answers.plan import exact as exact_row, layout_evaluator, plan
     scenario = Scenario.create(lib, "llama2-70b", "h100-80g")
     rows = plan(scenario, 64)[:12]
     ev = layout_evaluator(scenario)

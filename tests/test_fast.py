@@ -1,4 +1,4 @@
-"""The sympy-free estimate path (engine.fast) answers exactly as the full path, or not at all."""
+"""The sympy-free estimate path (engine.answers.quick) answers exactly as the full path, or not at all."""
 import io
 import json
 import os
@@ -13,17 +13,21 @@ import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import fast
+from engine.compile import compiler
+from engine.lang import constants
+from engine.compile.exact import evaluate_rules
+from engine.answers import quick as fast
+from engine.compile import trees
 from engine.cli import main
 from engine.errors import EngineError
-from engine.model import Scenario, parse_setting
+from engine.compile.model import Scenario, parse_setting
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
 def compiled(lib):
-    return fast.compile_library(lib)
+    return compiler.compile_library(lib)
 
 
 def _random_values(lib, rng: random.Random) -> dict:
@@ -62,8 +66,8 @@ def _compare_all_rules(lib, compiled, model):
             except EngineError:
                 exact = None
             try:
-                value = fast.evaluate(compiled, values, [name])[name]
-            except fast.Unsupported:
+                value = evaluate_rules(compiled, values, [name])[name]
+            except constants.Unsupported:
                 declined += 1
                 assert exact is None, f"{name}: the fast path declined a value the full path has"
                 continue
@@ -78,8 +82,9 @@ def test_the_formula_column_without_sympy_is_the_full_paths(lib, compiled):
     the compiled form) is the text the full path derives with sympy, for every model preset
     on random scenarios; where it declines, the full path's formula is not a polynomial or
     needs what only sympy decides."""
-    from engine.estimate import column_text, components, formula
-    from engine.report import TOTAL_OPAQUE
+    from engine.answers.estimate import column_text, formula
+    from engine.compile.model import components
+    from engine.compile.outline import TOTAL_OPAQUE
     models = [name for kind, name in lib.presets if kind == "model"]
     answered = declined = 0
     for model in models:
@@ -109,7 +114,7 @@ def test_show_without_sympy_is_the_full_paths(lib, compiled, monkeypatch, tmp_pa
     the full path prints (sympy's expansion, in graded order): every model preset, its own
     values and a random scenario, the top-level rules and a sample of the others."""
     from engine.cli import build_parser
-    from engine.estimate import show, show_text
+    from engine.answers.estimate import show, show_text
     monkeypatch.setattr(fast, "_read", lambda kind, key: compiled if kind == "compiled" else None)
     monkeypatch.setattr(fast, "_key", lambda: "test")
     monkeypatch.chdir(tmp_path)  # no file named like a preset
@@ -140,7 +145,7 @@ def test_show_without_sympy_is_the_full_paths(lib, compiled, monkeypatch, tmp_pa
 def test_a_polynomial_is_printed_as_sympy_prints_it(terms):
     """columns.text of an expanded polynomial is sympy.sstr(..., order="grlex") of it: the
     column of a formula did not change when it stopped being printed by sympy."""
-    from engine import columns
+    from engine.compile import columns
     names = ("micro_batch", "n_params", "seq_len")
     symbols = [sympy.Symbol(n, positive=True) for n in names]
     poly = {tuple((n, e) for n, e in zip(names, exps) if e): c for exps, c in terms.items()}
@@ -171,8 +176,8 @@ def test_settings_are_validated_as_the_full_path_does(lib, compiled, text):
     except EngineError:
         expected = None
     try:
-        got = fast._setting(compiled, text)
-    except fast.Unsupported:
+        got = trees._setting(compiled, text)
+    except constants.Unsupported:
         assert expected is None or text in DECLINED, "declined a valid setting"
         return
     assert expected is not None, "accepted a setting the full path refuses"
@@ -225,7 +230,7 @@ def test_estimate_does_not_import_sympy_with_a_warm_cache(tmp_path):
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path), PYTHONPATH=str(ROOT))
     env.pop("MEMFORM_NO_CACHE", None)
     probe = ("import sys, io; from engine.cli import main; out = io.StringIO(); "
-             "rc = main(sys.argv[1:], out=out); print(rc, 'sympy' in sys.modules, out.getvalue().count('\\n'))")
+             "rc = main(sys.argv[1:], out=out); print(rc, 'sympy.core' in sys.modules, out.getvalue().count('\\n'))")
     argv = ["estimate", "llama2-7b", "--gpu", "h100-80g", "--set", "zero_stage=3", "--set", "dp=8"]
 
     def run(*extra):
@@ -257,7 +262,7 @@ def test_show_solve_plan_and_docs_answer_again_without_sympy(tmp_path):
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"), PYTHONPATH=str(ROOT))
     env.pop("MEMFORM_NO_CACHE", None)
     probe = ("import sys, io, json; from engine.cli import main; out = io.StringIO(); "
-             "rc = main(sys.argv[1:], out=out); print(json.dumps([rc, 'sympy' in sys.modules, out.getvalue()]))")
+             "rc = main(sys.argv[1:], out=out); print(json.dumps([rc, 'sympy.core' in sys.modules, out.getvalue()]))")
 
     def run(argv, **extra):
         done = subprocess.run([sys.executable, "-c", probe, *argv], env=dict(env, **extra), cwd=tmp_path,
@@ -287,7 +292,7 @@ def test_stale_or_corrupt_compiled_form_is_not_trusted(tmp_path, monkeypatch):
     (path,) = (tmp_path / "memform").glob("compiled-*.json")
     path.write_bytes(b"garbage")
     assert fast.report(_args(argv)) is None  # ignored, not trusted
-    stored = {"format": fast.FORMAT, "key": "another", "rules": {}}
+    stored = {"format": trees.FORMAT, "key": "another", "rules": {}}
     import pickle
     path.write_bytes(pickle.dumps(stored))
     assert fast.report(_args(argv)) is None
@@ -306,10 +311,10 @@ def test_unsupported_expressions_are_declined_not_approximated(lib):
     lib2.add_text('input x : count >= 1 = 2 "x"\nrule r : count = log2(x) "r"\nrule q : count = x * 2 "q"',
                   "t.mem")
     lib2.resolve()
-    compiled = fast.compile_library(lib2)
-    assert fast.evaluate(compiled, {"x": Fraction(4)}, ["q"]) == {"q": Fraction(8)}
-    with pytest.raises(fast.Unsupported):
-        fast.evaluate(compiled, {"x": Fraction(4)}, ["r"])
+    compiled = compiler.compile_library(lib2)
+    assert evaluate_rules(compiled, {"x": Fraction(4)}, ["q"]) == {"q": Fraction(8)}
+    with pytest.raises(constants.Unsupported):
+        evaluate_rules(compiled, {"x": Fraction(4)}, ["r"])
     assert sympy.simplify(Scenario.create(lib2, values={"x": 4}).evaluate("r")) == 2
 
 
@@ -369,5 +374,5 @@ def test_a_branch_not_taken_may_hold_what_has_no_value(lib):
     assert pinned.evaluate("total") == plain.evaluate("total")
     out = io.StringIO()
     assert main(["estimate", "qwen3-32b", "--json", "--set", "kv_layer_token_bytes=(1 - 100 / 100) * 1 KiB"], out=out) == 0
-    from engine.report import whole_bytes
+    from engine.answers.report import whole_bytes
     assert json.loads(out.getvalue())["total_bytes"] == whole_bytes(plain.evaluate("total"))

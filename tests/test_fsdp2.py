@@ -14,8 +14,8 @@ import pytest
 pytest.importorskip("torch", reason="FSDP2 needs torch (pip install 'memform[torch]')")
 transformers = pytest.importorskip("transformers", reason="the model needs transformers (pip install 'memform[torch]')")
 
-from engine.hfconfig import read_config  # noqa: E402
-from engine.model import Scenario  # noqa: E402
+from engine.library.hfconfig import read_config  # noqa: E402
+from engine.compile.model import Scenario  # noqa: E402
 
 WORKER = Path(__file__).with_name("fsdp2_worker.py")
 # even sizes everywhere: FSDP2 pads dim 0 to a multiple of the ranks, memform does not

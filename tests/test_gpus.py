@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-import engine.parser
+import engine.paths
 from engine.cli import main
-from engine.model import Scenario
-from engine.registry import load
+from engine.compile.model import Scenario
+from engine.compile.cache import load
 
 MiB = 2**20
-GPUS_MEM = Path(engine.parser.data_path("formulas")) / "gpus.mem"
+GPUS_MEM = Path(engine.paths.data_path("formulas")) / "gpus.mem"
 
 # name -> the total the driver reports, in MiB, as quoted by the source named in gpus.mem
 DRIVER_MIB = {

@@ -3,8 +3,8 @@ import re
 
 from lark import Lark
 
-from engine.parser import grammar_path
-from engine.transform import ToDecls
+from engine.paths import grammar_path
+from engine.lang.transform import ToDecls
 
 
 def test_grammar_is_strict_lalr():

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from engine.cli import main
 from engine.errors import DomainError, EngineError, ResourceLimitError, SourceError, UsageError
-from engine.hfconfig import MULTIMODAL, read_config
-from engine.model import Scenario
+from engine.library.hfconfig import MULTIMODAL, read_config
+from engine.compile.model import Scenario
 
 CONFIGS = Path(__file__).parent / "configs"  # copies of the models' public config.json files
 
@@ -293,7 +293,7 @@ MODEL_TYPES = {name: json.loads((CONFIGS / f"{name}.json").read_text())["model_t
 
 
 def test_every_supported_model_type_has_a_config():
-    from engine.hfconfig import FAMILIES, MULTIMODAL
+    from engine.library.hfconfig import FAMILIES, MULTIMODAL
     # a vision-language config's language model is read as its own family: its text_config
     # covers that family (Llama 4's llama4_text)
     covered = set(MODEL_TYPES.values()) | {MULTIMODAL[t].text for t in MODEL_TYPES.values() if t in MULTIMODAL}
@@ -320,7 +320,7 @@ def meta_tensors(text, tmp_path):
     import torch  # no skip: the check must run wherever the tests do
     import transformers
 
-    from engine.hfconfig import MULTIMODAL
+    from engine.library.hfconfig import MULTIMODAL
     (tmp_path / "config.json").write_text(text)
     config = transformers.AutoConfig.from_pretrained(tmp_path)
     # a vision-language model whole (AutoModelForCausalLM builds Llama 4's language model alone)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from engine.cli import main
-from engine.hfconfig import read_config
-from engine.model import Scenario
+from engine.library.hfconfig import read_config
+from engine.compile.model import Scenario
 
 LLAMA31_8B = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
               "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256,

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import hub
+from engine.library import hub
 from engine.errors import EngineError, SourceError, UsageError
 
 CONFIGS = Path(__file__).parent / "configs"
@@ -214,7 +214,7 @@ def test_layout_agrees_with_huggingface_hub(tmp_path, monkeypatch):
 
 
 def test_cached_config_reads_as_a_model(tmp_path, monkeypatch, lib):
-    from engine.hfconfig import read_config
+    from engine.library.hfconfig import read_config
     data = (CONFIGS / "qwen2.5-7b.json").read_bytes()
     put(tmp_path / "cache", "Qwen/Qwen2.5-7B", {"config.json": data})
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from engine.errors import EngineError
-from engine.hfconfig import read_config
-from engine.model import Scenario
+from engine.library.hfconfig import read_config
+from engine.compile.model import Scenario
 from test_hfconfig import meta_counts
 
 CONFIGS = Path(__file__).parent / "configs"
@@ -251,7 +251,7 @@ def test_vllm_starts_when_one_request_fits_its_layers(lib):
     # 4 attention layers of 8 KV heads x 128 x 2 (K, V) x 2 bytes = 4,096 bytes per token, a
     # 528-token block ('Setting attention block size to 528 tokens', the ROCm log in
     # docs/research/hybrid-logs.md sec. E): a page of 528 x 4,096 bytes; 36 Mamba layers
-    from engine.serve import serve
+    from engine.answers.serve import serve
     page = 528 * 4096
     needed = (4 * -(-131_072 // 528) + 36) * page
     result = serve(Scenario.create(lib, "granite-4.0-h-small", "h100-80g"), engine="vllm", formulas=False)
@@ -286,7 +286,7 @@ def test_sglang_gives_the_states_a_pool_of_their_own(lib):
     # tp 2: 36 x (3 x 8192 / 2 x 2 + 32 / 2 x 128 x 128 x 4) = 38,633,472 bytes; the pool gets
     # 0.9 / 1.9 of the budget after the weights in whole requests' states, the KV pool the rest in
     # cells of the 12 attention layers' K and V (12 x 2 x 1 x 256 x 2 bytes per token)
-    from engine.serve import serve
+    from engine.answers.serve import serve
     s = Scenario.create(lib, "qwen3-next-80b-a3b", "h200-141g", values={"tp": 2})
     r = serve(s, engine="sglang", formulas=False).rules
     assert r["sglang_state_per_request"] == 38_633_472

@@ -5,7 +5,7 @@ import pytest
 
 import engine
 from engine.errors import DomainError, ResourceLimitError
-from engine.model import Scenario
+from engine.compile.model import Scenario
 
 
 def resolve(text):
@@ -93,7 +93,7 @@ def test_composition_has_a_cpu_budget():
 
 def test_absurd_plan_is_refused(lib):
     from engine.errors import UsageError
-    from engine.plan import plan
+    from engine.answers.plan import plan
     with pytest.raises(UsageError):
         plan(Scenario.create(lib, "llama2-7b", "h100-80g"), 10**9)
 
@@ -102,7 +102,7 @@ def test_a_check_over_conditions_of_composed_rules_has_a_cpu_budget(tmp_path):
     # fuzzer rules seed 1211: a condition over rules that hold conditions of their own, with the
     # serving engine's concurrency in one branch; sympy folds the conditions into one another
     # for minutes.  The check is refused, located, within its budget.
-    from engine.checks import run_checks
+    from engine.answers.checks import run_checks
     path = tmp_path / "fold.mem"
     path.write_text('check "fold": if not block_size >= sliding_window_layers / stage_share then '
                     "( tokens_per_block ) else if 3 + zero_group <= qk_nope_head_dim then "
@@ -137,7 +137,7 @@ def test_a_budget_whose_first_signal_is_swallowed_still_stops_the_work():
     # One way a one-shot timer never stops the work: its signal is handled inside a finaliser
     # (a sympy generator closed by the garbage collector), which swallows the exception.  The
     # timer fires again until the block is left.
-    from engine.registry import _cpu_budget, _OverBudget
+    from engine.library.registry import _cpu_budget, _OverBudget
 
     def spin(limit):
         end = time.process_time() + limit
@@ -164,7 +164,7 @@ def test_a_signal_swallowed_by_a_finaliser_reaches_no_unraisable_hook(monkeypatc
     import gc
     import sys
 
-    from engine.registry import _cpu_budget, _OverBudget
+    from engine.library.registry import _cpu_budget, _OverBudget
 
     seen = []
 
@@ -203,7 +203,7 @@ def test_a_budget_stops_work_that_spends_no_cpu():
     # the wall-clock backstop (4 x the budget): a blocked call or paging spends no CPU time
     import signal
 
-    from engine.registry import _cpu_budget, _OverBudget
+    from engine.library.registry import _cpu_budget, _OverBudget
     before = signal.getsignal(signal.SIGPROF)
     start = time.monotonic()
     with pytest.raises(_OverBudget):
@@ -220,7 +220,7 @@ def test_a_formula_too_deep_to_write_out_is_a_located_error(tmp_path):
     # a 0/1 rule comparing two of the serving rules, written out with every input symbolic (as
     # the reference writes each rule): sympy walks the condition recursively past Python's
     # limit, or folds it for longer than a user's rule may take (it ran for over 10 minutes)
-    from engine.docs import closed_form
+    from engine.present.docs import closed_form
     path = tmp_path / "deep.mem"
     path.write_text('rule serves_one_request : count in [0, 1] =\n'
                     '    if kv_cache_memory > 0 and kv_cache_memory >= one_request_kv_bytes then 1 else 0 "one fits"\n')

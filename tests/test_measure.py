@@ -13,9 +13,9 @@ torch = pytest.importorskip("torch", reason="measuring needs torch (pip install 
 pytest.importorskip("transformers", reason="measuring needs transformers (pip install 'memform[torch]')")
 
 from engine.cli import main  # noqa: E402
-from engine.hfconfig import read_config  # noqa: E402
-from engine.measure import format_table, measure  # noqa: E402
-from engine.model import Scenario  # noqa: E402
+from engine.library.hfconfig import read_config  # noqa: E402
+from engine.answers.measure import format_table, measure  # noqa: E402
+from engine.compile.model import Scenario  # noqa: E402
 
 TINY = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 128,
         "max_position_embeddings": 128}
@@ -242,7 +242,7 @@ def test_cli_measure_rejects_what_it_cannot_run(config_files, setting, message):
 
 def test_calibrate_writes_a_rule_file_memform_loads(lib, config_files, tmp_path):
     import engine
-    from engine.measure import calibrate
+    from engine.answers.measure import calibrate
     config = read_config(config_files["llama"], lib)
     scenario = Scenario.create(lib, None, values={**config.values, "precision": "bf16"})
     cal = calibrate(scenario, str(config_files["llama"]), points=((1, 16), (2, 32), (1, 64), (2, 64)))

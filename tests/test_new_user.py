@@ -16,7 +16,7 @@ from hypothesis import given, settings, strategies as st
 
 import engine
 from engine.cli import main
-from engine.report import gb, json_number, scaled
+from engine.answers.report import gb, json_number, scaled
 
 
 def run(*argv):

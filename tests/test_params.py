@@ -3,7 +3,7 @@ from fractions import Fraction
 
 import pytest
 
-from engine.model import Scenario
+from engine.compile.model import Scenario
 
 # Hugging Face model cards / safetensors metadata and the papers' architecture tables.
 PUBLISHED = {

@@ -3,8 +3,8 @@ import pytest
 import sympy
 
 from engine.errors import FormulaSyntaxError, UnknownNameError
-from engine.parser import parse_text, parse_value
-from engine.rules import BYTE, InputDecl, OptionDecl, RuleDecl
+from engine.lang.parser import parse_text, parse_value
+from engine.lang.rules import BYTE, InputDecl, OptionDecl, RuleDecl
 
 
 def test_input_with_domain_default_and_doc():

@@ -1,5 +1,5 @@
 """The step's peak (rule peak) against the plain sum (rule total)."""
-from engine.model import Scenario
+from engine.compile.model import Scenario
 
 
 def test_peak_is_the_sum_when_gradients_persist_and_the_loss_is_fused(lib):

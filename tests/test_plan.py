@@ -6,8 +6,8 @@ import pytest
 
 from engine.cli import main
 from engine.errors import UsageError
-from engine.model import Scenario
-from engine.plan import exact, plan, validate_plan_args
+from engine.compile.model import Scenario
+from engine.answers.plan import exact, plan, validate_plan_args
 
 
 def run(*argv):

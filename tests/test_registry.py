@@ -7,7 +7,7 @@ import sympy
 import engine
 from engine.errors import (DependencyCycleError, DomainError, ErrorGroup, FormulaSyntaxError,
                            MissingInputError, RedefinitionError, UnitError, UnknownNameError)
-from engine.model import Scenario
+from engine.compile.model import Scenario
 from conftest import TINY
 
 

@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 import sympy
 
-from engine.estimate import formula
-from engine.model import Scenario
-from engine.parser import parse_value
-from engine.solve import solve
+from engine.answers.estimate import formula
+from engine.compile.model import Scenario
+from engine.lang.parser import parse_value
+from engine.answers.solve import solve
 
 SEED_CASES = Path(__file__).resolve().parents[2] / "shared" / "reference" / "seed-cases.json"
 

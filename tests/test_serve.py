@@ -11,8 +11,8 @@ import pytest
 import sympy
 
 from engine.cli import main
-from engine.model import Scenario, parse_setting
-from engine.serve import serve
+from engine.compile.model import Scenario, parse_setting
+from engine.answers.serve import serve
 
 GiB = 2**30
 H100_NVIDIA_SMI = 81559 * 2**20          # the h100-80g preset: what nvidia-smi reports

@@ -1,6 +1,6 @@
 """Serving: paged KV blocks, prefix sharing, quantised KV, concurrency (Kwon et al. 2023)."""
-from engine.model import Scenario
-from engine.solve import solve
+from engine.compile.model import Scenario
+from engine.answers.solve import solve
 
 PER_TOKEN = 2 * 80 * 8 * 128 * 2  # Llama-2-70B: K and V, 80 layers, 8 KV heads of 128, bf16
 

@@ -1,17 +1,17 @@
-"""The library's snapshot (engine/snapshot.py): rebuilt, it is the library the rule files build."""
+"""The library's snapshot (engine/library/snapshot.py): rebuilt, it is the library the rule files build."""
 import copy
 
 import pytest
 import sympy
 
-from engine import registry, snapshot
-from engine.parser import data_path
+from engine.library import registry, snapshot
+from engine.paths import data_path
 
 
 @pytest.fixture(scope="module")
 def built():
     """The shipped library built from its rule files (no cache involved)."""
-    return registry._build(data_path("formulas"), [])
+    return registry.build((), data_path("formulas"))
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +56,7 @@ def test_the_rebuilt_library_is_the_built_one(built, data):
 def test_the_rebuilt_library_answers_as_the_built_one(built, data):
     """Composition, evaluation and errors, on a rebuilt library, against the built one."""
     from engine.errors import EngineError
-    from engine.model import Scenario
+    from engine.compile.model import Scenario
     back = snapshot.load(data)
     # the reserved peak is the largest composed rule: every kind of node takes part
     assert sympy.srepr(back.compose("peak_reserved")) == sympy.srepr(built.compose("peak_reserved"))

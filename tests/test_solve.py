@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from engine.cli import main
 from engine.errors import InfeasibleError, UsageError
-from engine.model import Scenario
-from engine.solve import solve
+from engine.compile.model import Scenario
+from engine.answers.solve import solve
 from conftest import squaring_chain
 
 H100 = 81559 * 2**20  # nvidia-smi memory.total of an H100 SXM5 80GB

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.model import Scenario, parse_setting
+from engine.compile.model import Scenario, parse_setting
 
 PUBLISHED = Path(__file__).parent / "published"
 MEGATRON = json.loads((PUBLISHED / "megatron_golden.json").read_text())["cases"]

@@ -12,12 +12,15 @@ import pytest
 import sympy
 
 import engine
-from engine import fast
+from engine.compile import compiler
+from engine.lang import constants
+from engine.compile.exact import evaluate_rules
+from engine.compile import trees
 from engine.cli import main
 from engine.errors import DomainError, ResourceLimitError, UnitError
-from engine.model import Scenario, parse_setting
-from engine.parser import parse_text, parse_value
-from engine.values import check_domain
+from engine.compile.model import Scenario, parse_setting
+from engine.lang.parser import parse_text, parse_value
+from engine.lang.values import check_domain
 
 
 @contextlib.contextmanager
@@ -152,7 +155,7 @@ def test_values_that_leave_the_reals_are_refused_where_they_do(setting, message)
 
 
 def test_any_other_error_while_building_a_value_is_located(monkeypatch):
-    import engine.transform as transform
+    import engine.lang.transform as transform
 
     def broken(x):
         raise TypeError("not for this argument")
@@ -180,8 +183,8 @@ def test_constant_comparisons_in_rules_on_both_paths():
                'rule c : count = n * (if 1 < 2 then 3 else 4) "c"\n')
     scenario = Scenario.create(lib)
     assert [scenario.evaluate(r) for r in "abc"] == [3, 4, 6]
-    compiled = fast.compile_library(lib)
-    assert fast.evaluate(compiled, {"n": Fraction(2)}, "abc") == {"a": 3, "b": 4, "c": 6}
+    compiled = compiler.compile_library(lib)
+    assert evaluate_rules(compiled, {"n": Fraction(2)}, "abc") == {"a": 3, "b": 4, "c": 6}
 
 
 # ---------------------------------------------------------------- digits
@@ -246,10 +249,10 @@ def test_the_built_in_library_is_far_below_the_degree_limit():
 
 
 def test_fast_path_declines_huge_values_quickly():
-    compiled = fast.compile_library(engine.load())
+    compiled = compiler.compile_library(engine.load())
     for text in ("n_params=1e100000000", "n_params=10^60", "micro_batch=" + " * ".join(["1e999"] * 40)):
-        with within(10), pytest.raises(fast.Unsupported):
-            fast._setting(compiled, text)
+        with within(10), pytest.raises(constants.Unsupported):
+            trees._setting(compiled, text)
 
 
 # ---------------------------------------------------------------- rule domains
@@ -285,15 +288,15 @@ def test_pins_outside_a_rules_domain_are_refused(setting, message):
 
 def test_fast_path_refuses_what_the_full_path_refuses():
     lib = engine.load()
-    compiled = fast.compile_library(lib)
-    assert fast._setting(compiled, "offloads_params=1") == ("offloads_params", 1)
+    compiled = compiler.compile_library(lib)
+    assert trees._setting(compiled, "offloads_params=1") == ("offloads_params", 1)
     assert parse_setting(lib, "offloads_params=1") == ("offloads_params", 1)
     for text in ("offloads_params=68825", "expert_share=2", "num_key_value_heads=0"):
-        with pytest.raises(fast.Unsupported):
-            fast._setting(compiled, text)
+        with pytest.raises(constants.Unsupported):
+            trees._setting(compiled, text)
     # a bound that names a rule is known only in a scenario: the full path answers
-    with pytest.raises(fast.Unsupported):
-        fast._setting(compiled, "stage_dense_layers=3")
+    with pytest.raises(constants.Unsupported):
+        trees._setting(compiled, "stage_dense_layers=3")
 
 
 def test_a_bound_that_names_a_rule_is_checked_with_its_value():

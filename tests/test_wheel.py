@@ -46,7 +46,7 @@ def test_installs_and_estimates(dist, kind, tmp_path):
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["rules"]["weights"] == 2 * 68_976_648_192  # bf16 weights of Llama-2-70B
-    listed = subprocess.run([str(bin_dir / "python"), "-c", "import engine.parser as p; print(p.grammar_path())"],
+    listed = subprocess.run([str(bin_dir / "python"), "-c", "import engine.paths as p; print(p.grammar_path())"],
                             capture_output=True, text=True, cwd=work, env=env).stdout
     assert "_data" in listed and str(ROOT) not in listed
     # the formula reference carries the worked examples (docs/examples.toml ships in the package)

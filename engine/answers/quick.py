@@ -1,0 +1,246 @@
+"""``memform estimate`` without sympy, and answers kept as text.
+
+Importing sympy takes longer than an interactive answer should, so the common path of
+``memform estimate`` does not: it validates the values against the compiled form of the
+library (:mod:`engine.compile.trees`) and folds its trees exactly
+(:func:`engine.compile.exact.evaluate_rules`), as :meth:`engine.compile.model.Scenario.evaluate`
+does with sympy.  The formula column is written out from the same trees where every formula
+in it is a polynomial (:mod:`engine.compile.columns`: most scenarios); otherwise it is
+rendered with sympy the first time a combination of options and sizes is estimated and kept
+(:func:`remember`); ``micro_batch`` and ``seq_len`` stay symbolic in it, so other workloads
+reuse it.
+
+``show``, ``solve`` and ``plan`` of a preset (:data:`engine.cli.ANSWERED`) and the reference of
+``memform docs`` are kept too, as the text they printed, under a key of the sources and the
+command's arguments: asked again, they print it without sympy.  ``show`` of a rule that is a
+polynomial is written out from the compiled trees even the first time (:func:`show`).
+
+This path answers only when it can answer exactly as the full path would: on anything else
+(an unknown name, a bad value, a rule file of the user's own, a Hugging Face config, an
+undefined value, a missing formula) it returns ``None`` and the full path answers, with its
+errors.  ``tests/test_fast.py`` checks the two agree.  Text from the command line reaches
+Python only through the lark grammar of the rule language; nothing is evaluated.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+from ..compile.columns import Polynomials, text
+from ..compile.exact import bindings, evaluate_rules
+from ..compile.outline import (OPAQUE_RULES, SHOWN_INPUTS, SIZES, TOP_LEVEL, TOTAL_OPAQUE,
+                               extra_rules)
+from ..compile.trees import _key, _read, _setting, _write
+from ..errors import EngineError
+from ..lang.constants import Unsupported
+from ..library.layout import DIVIDES, broken
+from ..paths import data_path
+from .report import Report
+
+#: the most combinations of options whose formula column is kept
+MAX_FORMULAS = 1000
+
+
+def report(args) -> Report | None:
+    """The estimate the full path would print for these arguments, or None when this path
+    cannot give it (then nothing has been printed and no error raised)."""
+    if getattr(args, "rules", None):
+        return None
+    key = _key()
+    if key is None:
+        return None
+    compiled = _read("compiled", key)
+    if compiled is None:
+        return None
+    try:
+        values = _values(compiled, args)
+        names = ([n for n in TOP_LEVEL if n in compiled["rules"]]
+                 + extra_rules(values, compiled["rules"]) + [n for n in SIZES if n in compiled["rules"]])
+        exact = evaluate_rules(compiled, values, names + list(compiled["components"]))
+        if not getattr(args, "no_divisibility", False):
+            sizes = [n for ns in DIVIDES.values() for n in ns]
+            known = dict(values, **evaluate_rules(compiled, values, [n for n in sizes if n in compiled["rules"]]))
+            if broken(values, known.get):
+                raise Unsupported("an impossible layout")  # the full path says which rule breaks
+        rules = {n: exact[n] for n in names}
+        parts = {n: exact[n] for n in compiled["components"]}
+        formulas = {}
+        if not args.json:
+            stored = _read("formulas", key)
+            formulas = (stored and stored["formulas"].get(_formula_key(values))) or _column(compiled, values, parts)
+            if not formulas or any(n not in formulas for n in (*parts, "total")):
+                return None
+        return Report(args.model, args.gpu, values, rules, parts, values.get("capacity"), formulas)
+    except Unsupported:
+        return None
+    except (EngineError, ArithmeticError, ValueError, TypeError, KeyError, IndexError, AttributeError,
+            RecursionError):
+        return None  # whatever the cause (a figure out of range ...), the full path answers or reports it
+
+
+def _column(compiled: dict, values: dict, parts) -> dict | None:
+    """The formula column where every formula in it is a polynomial (:mod:`engine.compile.columns`),
+    else None: the full path derives it with sympy."""
+    fixed, pins = bindings(compiled, values)
+    try:
+        each = Polynomials(compiled, fixed, pins, SHOWN_INPUTS, OPAQUE_RULES)
+        column = {name: text(each.rule(name)) for name in parts}
+        column["total"] = text(Polynomials(compiled, fixed, pins, SHOWN_INPUTS, TOTAL_OPAQUE).rule("total"))
+    except (Unsupported, ArithmeticError, ValueError, RecursionError):
+        return None
+    return column
+
+
+def _values(compiled: dict, args) -> dict:
+    """The scenario's values, in the order :meth:`engine.compile.model.Scenario.create` sets them."""
+    model, gpu, capacity = args.model, args.gpu, args.capacity
+    if gpu and capacity:
+        raise Unsupported("--gpu and --capacity")
+    if (("model", model) not in compiled["presets"] or (gpu is not None and ("gpu", gpu) not in compiled["presets"])
+            or Path(model).name != model):
+        raise Unsupported("not a preset")  # a config file, or an error the full path reports
+    try:
+        if os.path.lexists(model):
+            raise Unsupported("a file named like the preset")  # the full path says which it reads
+    except (OSError, ValueError):
+        raise Unsupported("not a path") from None
+    sets = dict(_setting(compiled, text) for text in args.sets)
+    if set(sets) & set(compiled["derived"]):
+        raise Unsupported("a pin of a derived rule")  # the full path refuses it
+    if capacity:
+        if not any(c.isalpha() for c in capacity):
+            raise Unsupported("--capacity without a unit")  # the full path refuses it
+        sets["capacity"] = _setting(compiled, f"capacity={capacity}")[1]
+    values = dict(compiled["defaults"])
+    for kind, name in (("model", model), ("gpu", gpu)):
+        if name is not None:
+            if (kind, name) not in compiled["presets"]:
+                raise Unsupported(f"unknown {kind}")
+            values.update(compiled["presets"][(kind, name)])
+    values.update(sets)
+    return values
+
+
+def _formula_key(values: dict) -> tuple:
+    """The formula column depends on every value but the workload's (kept symbolic)."""
+    return tuple(sorted((n, str(v)) for n, v in values.items() if n not in SHOWN_INPUTS))
+
+
+def remember(rep: Report) -> None:
+    """Keep the formula column of an estimate made by the full path, for the fast path."""
+    key = _key()
+    if key is None or not rep.formulas:
+        return
+    stored = _read("formulas", key) or {"formulas": {}}
+    formulas = stored["formulas"]
+    formulas[_formula_key(rep.values)] = dict(rep.formulas)
+    while len(formulas) > MAX_FORMULAS:
+        del formulas[next(iter(formulas))]
+    _write("formulas", key, {"formulas": formulas})
+
+
+# ---------------------------------------------------------------- answers kept as text
+# ``show``, ``solve`` and ``plan`` (:data:`engine.cli.ANSWERED`) print what their arguments and the
+# sources alone decide (for a preset model, without a rule file of the user's): derived with
+# sympy the first time, the text is kept and printed when they are asked again.
+#: the most answers kept (the oldest go first), and the longest one kept
+MAX_ANSWERS = 500
+MAX_ANSWER_CHARS = 1 << 20
+
+
+def _answer_key(args) -> tuple[str, str] | None:
+    """The cache key of a command's answer and its arguments as text; None when the answer may
+    depend on more than both (a rule file, a config.json or a file named like the preset, a
+    Hugging Face id, the cache off)."""
+    source = _key()
+    if source is None or getattr(args, "rules", None):
+        return None
+    model = getattr(args, "model", None)
+    if model is not None:
+        try:
+            if Path(model).name != model or model.endswith(".json") or os.path.lexists(model):
+                return None
+        except (OSError, ValueError):  # a name no file system takes: the full path says so
+            return None
+    try:
+        text = json.dumps(sorted(vars(args).items()), ensure_ascii=True)
+    except (TypeError, ValueError):
+        return None
+    return source + hashlib.sha256(text.encode()).hexdigest()[:32], text
+
+
+def answer(args) -> tuple[int, str, list[str]] | None:
+    """The exit code, output and notes kept for these arguments, or None."""
+    found = _answer_key(args)
+    if found is None:
+        return None
+    key, text = found
+    stored = _read("answer", key)
+    if (stored is None or stored.get("args") != text or stored.get("code") not in (0, 1)
+            or not isinstance(stored.get("out"), str) or not isinstance(stored.get("notes"), list)
+            or not all(isinstance(n, str) for n in stored["notes"])):
+        return None
+    return stored["code"], stored["out"], stored["notes"]
+
+
+def remember_answer(args, code: int, out: str, notes: list[str]) -> None:
+    """Keep a command's answer for the next time it is asked with the same arguments."""
+    found = _answer_key(args)
+    if found is None or code not in (0, 1) or len(out) > MAX_ANSWER_CHARS:
+        return
+    key, text = found
+    _write("answer", key, {"args": text, "code": code, "out": out, "notes": list(notes)}, keep=MAX_ANSWERS)
+
+
+def show_keep(args) -> tuple[str, ...]:
+    """The inputs ``memform show`` keeps symbolic: the workload's unless set, and --keep."""
+    explicit = {t.split("=", 1)[0].strip() for t in args.sets}
+    return tuple(n for n in SHOWN_INPUTS if n not in explicit) + tuple(args.keep)
+
+
+def show(args) -> str | None:
+    """What ``memform show RULE MODEL`` prints where the rule written out is a polynomial in the
+    names kept (:mod:`engine.compile.columns`; the full path expands such a rule and prints it in the
+    same order), or None: the full path answers (sympy), with its errors."""
+    if getattr(args, "rules", None) or args.latex or args.model is None:
+        return None
+    key = _key()
+    compiled = _read("compiled", key) if key else None
+    if compiled is None or args.rule not in compiled["rules"]:
+        return None
+    keep = show_keep(args)
+    if any(n not in compiled["inputs"] for n in keep):
+        return None
+    try:
+        values = _values(compiled, SimpleNamespace(model=args.model, gpu=None, capacity=None, sets=args.sets))
+        fixed, pins = bindings(compiled, values)
+        return f"{args.rule} = {text(Polynomials(compiled, fixed, pins, keep, ()).rule(args.rule))}\n"
+    except (Unsupported, EngineError, ArithmeticError, ValueError, TypeError, KeyError, RecursionError):
+        return None
+
+
+def _docs_key(fmt: str) -> str | None:
+    source = _key()
+    if source is None:
+        return None
+    try:
+        examples = (data_path("formulas").parent / "docs" / "examples.toml").read_bytes()
+    except OSError:  # the full path reports it
+        return None
+    return source + hashlib.sha256(fmt.encode() + b"\0" + examples).hexdigest()[:32]
+
+
+def kept_docs(fmt: str) -> str | None:
+    """The reference in ``fmt`` as rendered from these sources and worked examples, or None."""
+    key = _docs_key(fmt)
+    stored = _read("docs", key) if key else None
+    return stored["text"] if stored is not None and isinstance(stored.get("text"), str) else None
+
+
+def keep_docs(fmt: str, text: str) -> None:
+    key = _docs_key(fmt)
+    if key is not None:
+        _write("docs", key, {"text": text})

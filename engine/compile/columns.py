@@ -1,0 +1,261 @@
+"""The formula column of ``memform estimate`` without sympy, where it is a polynomial.
+
+The column shows each component with the scenario's values substituted, except the
+workload's inputs (``micro_batch``, ``seq_len``) and the sizes that stay names (``n_params``,
+``tensors`` ...).  For most scenarios what is left is a polynomial in those names with
+rational coefficients: the options decide every ``match`` and ``if``, and every ``max``,
+``min``, ``ceil`` and ``floor`` is over numbers.  :class:`Polynomials` computes it from the
+compiled library (:func:`engine.compile.compiler.compile_library`) with exact arithmetic, as
+:func:`engine.answers.estimate.formula` does with sympy, and declines (:class:`engine.lang.constants.Unsupported`)
+the moment anything is not a polynomial: a condition on a kept name, a ``max`` over one, a
+division by one.  Then the full path derives the column with sympy.
+
+Both paths print a polynomial with :func:`text`, in sympy's graded order (``sympy.sstr(expr,
+order="grlex")`` of the expanded polynomial), so the two columns are the same text whenever
+the polynomials are equal; ``tests/test_fast.py`` holds the one to the other.
+
+>>> text({(("micro_batch", 1), ("seq_len", 1)): Fraction(25304576, 5), (("n_params", 1),): Fraction(11, 5),
+...       (): Fraction(4708194562, 5)})
+'25304576*micro_batch*seq_len/5 + 11*n_params/5 + 4708194562/5'
+>>> text({(("x", 2),): Fraction(-1), (("x", 1), ("y", 1)): Fraction(1, 2), (): Fraction(-3)})
+'-x**2 + x*y/2 - 3'
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from ..lang.constants import MAX_BITS, Unsupported
+from ..lazy import lazy
+from .exact import _RELATIONS
+
+sympy = lazy("sympy")  # only to read a sympy expression (from_sympy)
+
+#: a polynomial: {monomial: coefficient}, a monomial a sorted tuple of (name, exponent)
+Poly = dict
+
+#: the highest degree and the most terms a column's polynomial may have (else sympy answers)
+MAX_DEGREE = 16
+MAX_TERMS = 256
+
+def _const(c) -> Poly:
+    c = Fraction(c)
+    return {(): c} if c else {}
+
+
+def _constant(p: Poly) -> Fraction:
+    """The value of a polynomial without names; Unsupported for any other."""
+    if any(m for m in p):
+        raise Unsupported("a kept name where a number is needed")
+    return p.get((), Fraction(0))
+
+
+def _add(p: Poly, q: Poly) -> Poly:
+    out = dict(p)
+    for m, c in q.items():
+        s = out.get(m, 0) + c
+        if s:
+            out[m] = s
+        else:
+            out.pop(m, None)
+    return out
+
+
+def _neg(p: Poly) -> Poly:
+    return {m: -c for m, c in p.items()}
+
+
+def _monomial(a: tuple, b: tuple) -> tuple:
+    exps = dict(a)
+    for name, e in b:
+        exps[name] = exps.get(name, 0) + e
+    return tuple(sorted((n, e) for n, e in exps.items() if e))
+
+
+def _mul(p: Poly, q: Poly) -> Poly:
+    out: Poly = {}
+    for m, c in p.items():
+        for n, d in q.items():
+            k = _monomial(m, n)
+            s = out.get(k, 0) + c * d
+            if s:
+                out[k] = s
+            else:
+                out.pop(k, None)
+    return _bounded(out)
+
+
+def _bounded(p: Poly) -> Poly:
+    if len(p) > MAX_TERMS or any(sum(e for _, e in m) > MAX_DEGREE for m in p):
+        raise Unsupported("a polynomial too large to print")
+    if any(c.numerator.bit_length() + c.denominator.bit_length() > MAX_BITS for c in p.values()):
+        raise Unsupported("a coefficient too large")
+    return p
+
+
+class Polynomials:
+    """Rules as polynomials in the names ``keep`` (inputs) and ``opaque`` (rules that stay
+    names), the other values of ``compiled``'s inputs and options fixed as in ``fixed`` (option
+    codes, numbers) and the rules in ``pins`` pinned: :func:`engine.answers.estimate.formula`'s
+    expansion, rule by rule."""
+
+    def __init__(self, compiled: dict, fixed: dict, pins: dict, keep: tuple, opaque: tuple):
+        self.rules = compiled["rules"]
+        self.pins = {n: _const(v) for n, v in pins.items()}
+        self.opaque = frozenset(opaque)
+        self.env = {n: _const(v) for n, v in fixed.items() if n not in keep}
+        self.env.update({n: {((n, 1),): Fraction(1)} for n in keep})
+        self.memo: dict = {}  # the rules written out in env (an opaque one only as asked for)
+        # kept inputs declared >= 0 (their sympy symbols are nonnegative)
+        self.nonnegative = frozenset(n for n in keep if n in compiled["inputs"]
+                                     and compiled["inputs"][n][2] is not None and compiled["inputs"][n][2] >= 0)
+
+    def rule(self, name: str) -> Poly:
+        """``name`` written out (a rule of ``opaque`` too, though the rules it uses stay names)."""
+        p = self._expand(name, self.env, self.memo, top=True)
+        if isinstance(p, bool) or any(e < 0 for m in p for _, e in m):
+            raise Unsupported("not a polynomial")
+        return p
+
+    def _expand(self, name: str, env: dict, memo: dict, top: bool = False) -> Poly:
+        if name in self.pins:
+            return self.pins[name] if name not in self.opaque or top else {((name, 1),): Fraction(1)}
+        if name in self.opaque and not top:
+            return {((name, 1),): Fraction(1)}
+        if name not in memo:
+            if name not in self.rules:
+                raise Unsupported(f"no rule {name!r}")
+            memo[name] = self._node(self.rules[name][2], env, memo)
+        return memo[name]
+
+    def _node(self, t: tuple, env: dict, memo: dict):
+        op = t[0]
+        if op == "n":
+            return _const(t[1])
+        if op == "b":
+            return t[1]
+        if op == "v":
+            if t[1] not in env:
+                raise Unsupported(f"'{t[1]}' has no value")
+            return env[t[1]]
+        if op == "r":
+            return self._expand(t[1], env, memo)
+        if op == "@":  # target[k = v]: the target written out anew with the keys rebound
+            rebound = dict(env)
+            for name, value in t[2]:
+                rebound[name] = self._node(value, env, memo)
+            return self._expand(t[1], rebound, {}, top=True)
+        if op == "if":
+            for cond, value in t[1:]:
+                if self._truth(self._node(cond, env, memo)):
+                    return self._node(value, env, memo)
+            raise Unsupported("no branch applies")
+        if op in ("and", "or"):
+            want = op == "or"
+            for a in t[1:]:
+                if self._truth(self._node(a, env, memo)) == want:
+                    return want
+            return not want
+        if op == "not":
+            return not self._truth(self._node(t[1], env, memo))
+        if op == "^":
+            base, e = self._node(t[1], env, memo), t[2]
+            if e < 0:  # a division: by a number, or by one term (n_params), which may cancel
+                if len(base) != 1:
+                    raise Unsupported("a division by zero or by a sum")
+                ((m, c),) = base.items()
+                return _bounded({tuple((n, k * e) for n, k in m): c ** e})
+            out = _const(1)
+            for _ in range(e):
+                out = _mul(out, base)
+            return out
+        args = [self._node(a, env, memo) for a in t[1:]]
+        if op == "+":
+            out: Poly = {}
+            for a in args:
+                out = _add(out, a)
+            return _bounded(out)
+        if op == "*":
+            out = _const(1)
+            for a in args:
+                out = _mul(out, a)
+            return out
+        if op in _RELATIONS:
+            return _RELATIONS[op](_constant(args[0]), _constant(args[1]))
+        if op in ("max", "min"):
+            return self._extreme(op, args)
+        if op in ("ceil", "floor"):
+            return _const((math.ceil if op == "ceil" else math.floor)(_constant(args[0])))
+        raise Unsupported(f"{op!r} in a formula")
+
+    def _extreme(self, op: str, args: list) -> Poly:
+        """max or min of polynomials: the one that is at least (at most) every other one for
+        every value of the kept names, where that shows in the coefficients alone (their
+        difference has no negative coefficient, and only names that are never negative), as
+        sympy's Max and Min decide it from the names' assumptions; else declined."""
+        for p in args:
+            if all(self._at_least(p, q) if op == "max" else self._at_least(q, p) for q in args if q is not p):
+                return p
+        raise Unsupported(f"a {op} that depends on a kept name")
+
+    def _at_least(self, p: Poly, q: Poly) -> bool:
+        return all(c >= 0 and all(n in self.nonnegative for n, _ in m) for m, c in _add(p, _neg(q)).items())
+
+    @staticmethod
+    def _truth(value) -> bool:
+        if not isinstance(value, bool):
+            raise Unsupported("a condition that is not decided")
+        return value
+
+
+# ---------------------------------------------------------------- printing
+def _term(monomial: tuple, c: Fraction) -> str:
+    """One term as sympy's str printer writes a product: the numerator's factors (the
+    coefficient's first), then ``/`` and the coefficient's denominator."""
+    factors = [f"{n}**{e}" if e != 1 else n for n, e in monomial]
+    p, q = abs(c.numerator), c.denominator
+    if p != 1 or not factors:
+        factors.insert(0, str(p))
+    body = "*".join(factors) + (f"/{q}" if q != 1 else "")
+    return ("-" if c < 0 else "") + body
+
+
+def text(p: Poly) -> str:
+    """A polynomial as ``sympy.sstr(expr, order="grlex")`` prints it: terms by total degree,
+    then by their exponents over the names in alphabetical order, highest first."""
+    if not p:
+        return "0"
+    names = sorted({n for m in p for n, _ in m})
+
+    def key(m: tuple):
+        exps = dict(m)
+        vector = tuple(exps.get(n, 0) for n in names)
+        return sum(vector), vector
+
+    out = ""
+    for i, m in enumerate(sorted(p, key=key, reverse=True)):
+        t = _term(m, p[m])
+        if i == 0:
+            out = t
+        else:
+            out += f" - {t[1:]}" if t.startswith("-") else f" + {t}"
+    return out
+
+
+def from_sympy(expr) -> Poly | None:
+    """A sympy expression as a polynomial with rational coefficients in its free symbols (by
+    their names), or None when it is not one."""
+    names = sorted(expr.free_symbols, key=lambda s: s.name)
+    if not names:
+        return _const(Fraction(int(expr.p), int(expr.q))) if expr.is_Rational else None
+    try:
+        poly = sympy.Poly(expr, *names)
+    except (sympy.PolynomialError, sympy.GeneratorsNeeded):
+        return None
+    if not poly.domain.is_QQ and not poly.domain.is_ZZ:
+        return None
+    out: Poly = {}
+    for exps, c in poly.terms():
+        c = sympy.Rational(c)
+        out[tuple((s.name, e) for s, e in zip(names, exps) if e)] = Fraction(int(c.p), int(c.q))
+    return out

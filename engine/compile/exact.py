@@ -1,0 +1,514 @@
+"""Exact answers in a loop: the compiled library specialised to what stays fixed.
+
+``Scenario.with_values(...).evaluate(rule)`` substitutes into sympy expressions: tens of
+milliseconds per configuration, and its caches grow with every configuration seen.  A loop
+over configurations (a sweep in a notebook, a search of one's own) asks the same rules again
+and again with a few values changed.  :class:`Evaluator` takes the library's plain-data form
+(:func:`engine.compile.compiler.compile_library`, the trees ``memform estimate`` evaluates without
+sympy), fixes the model, the GPU, the options and every value that is not named as varying,
+and folds everything those decide: the branches of each option's ``match`` and ``if``, the
+model's sizes, whole rules that do not depend on the varying names.  What is left is a
+straight-line program of closures over the varying values, one step per rule that still
+depends on them, evaluated with exact integers and :class:`fractions.Fraction`.  Memory is
+the program's, whatever the number of configurations.
+
+>>> ev = Evaluator("llama2-7b", "total", varying=("micro_batch", "seq_len"))
+>>> ev(micro_batch=1, seq_len=2048) == ev(seq_len=2048, micro_batch=1)
+True
+>>> evaluate("llama2-7b", "n_params")
+Fraction(6738415616, 1)
+
+With nothing varying, the same :class:`Program` folds every rule to its value: that is how
+:func:`engine.compile.exact.evaluate_rules` answers ``memform estimate`` without sympy (``tests/test_fast.py``
+holds it to the sympy path).  ``tests/test_exact.py`` checks the specialised program against
+the folded one for every rule of every model preset, and against the sympy path for the
+top-level rules; ``bench/run.py`` measures configurations per second.
+"""
+from __future__ import annotations
+
+import math
+import operator
+import weakref
+from collections import OrderedDict
+from fractions import Fraction
+from typing import Iterable
+
+from ..errors import DomainError, EngineError, UnknownNameError, did_you_mean
+from ..lang.constants import MAX_BITS, MAX_VALUE, Unsupported, _RELATIONS
+from ..lazy import lazy
+from .trees import _key, _read, validate
+
+compiler = lazy("engine.compile.compiler")  # sympy: only where the cache holds no compiled form
+cache = lazy("engine.compile.cache")
+
+__all__ = ["Evaluator", "evaluate"]
+
+
+
+def plain(x):
+    """An exact number as the program computes with it: an int where it is whole (int
+    arithmetic is many times faster than Fraction's), else a Fraction."""
+    if type(x) is Fraction and x.denominator == 1:
+        return x.numerator
+    return x
+
+
+def number(options: dict, name: str, value):
+    """A value as a program computes with it: an option's code (its index, or its number
+    for a numeric option such as zero_stage), else an exact number (:func:`plain`)."""
+    if name in options:
+        choices, numeric = options[name]
+        return int(value) if numeric else choices.index(value)
+    return plain(Fraction(value))
+
+
+def bindings(compiled: dict, values: dict, varying=()) -> tuple[dict, dict]:
+    """``values`` (choice names, numbers) but the ``varying`` names, split into the inputs and
+    options a :class:`Program` fixes and the rules it pins."""
+    fixed, pins = {}, {}
+    for name, value in values.items():
+        if name not in varying:
+            (pins if name in compiled["rules"] else fixed)[name] = number(compiled["options"], name, value)
+    return fixed, pins
+
+
+def _inverse(x):
+    if x == 0:
+        raise ZeroDivisionError("division by zero")
+    return Fraction(1, x) if type(x) is int else 1 / x
+
+
+def _unsupported(what: str):
+    def f(s):
+        raise Unsupported(what)
+    return f
+
+
+def _const(c):
+    return lambda s: c
+
+
+def _sum(fs: list, c):
+    if len(fs) == 1:
+        f = fs[0]
+        return f if c == 0 else (lambda s: f(s) + c)
+    if len(fs) == 2:
+        f, g = fs
+        return (lambda s: f(s) + g(s)) if c == 0 else (lambda s: f(s) + g(s) + c)
+    fs = tuple(fs)
+    return lambda s: sum([f(s) for f in fs], c)
+
+
+def _product(fs: list, c):
+    if len(fs) == 1:
+        f = fs[0]
+        return f if c == 1 else (lambda s: f(s) * c)
+    if len(fs) == 2:
+        f, g = fs
+        return (lambda s: f(s) * g(s)) if c == 1 else (lambda s: f(s) * g(s) * c)
+    fs = tuple(fs)
+
+    def f(s):
+        out = c
+        for g in fs:
+            out = out * g(s)
+        return out
+    return f
+
+
+def _power(f, e: int):
+    if e == 1:
+        return f
+    if e == 2:
+        return lambda s: (lambda x: x * x)(f(s))
+    if e >= 0:
+        return lambda s: f(s) ** e
+    return lambda s: _inverse(f(s) ** -e)
+
+
+def _extreme(pick, fs: list, c):
+    if len(fs) == 1:
+        f = fs[0]
+        return f if c is None else (lambda s: pick(f(s), c))
+    if len(fs) == 2 and c is None:
+        f, g = fs
+        return lambda s: pick(f(s), g(s))
+    if c is not None:
+        fs = [*fs, _const(c)]
+    fs = tuple(fs)
+    return lambda s: pick([f(s) for f in fs])
+
+
+def _branches(arms: list):
+    """``arms``: (condition closure or None for 'otherwise', value closure), in order."""
+    if len(arms) == 1 and arms[0][0] is None:
+        return arms[0][1]
+    if len(arms) == 2 and arms[1][0] is None:
+        (c, f), (_, g) = arms
+        return lambda s: f(s) if c(s) else g(s)
+    arms = tuple(arms)
+
+    def f(s):
+        for c, v in arms:
+            if c is None or c(s):
+                return v(s)
+        raise Unsupported("no branch applies")
+    return f
+
+
+class Program:
+    """The straight-line program of some rules, specialised (with nothing varying, their
+    values, folded).  A partial value is either
+    ``(True, number)`` (folded) or ``(False, closure)``: ``closure(slots)`` computes it from
+    the slots, the first of which hold the varying values."""
+
+    def __init__(self, compiled: dict, fixed: dict, varying: tuple[str, ...], pins: dict):
+        self.rules = compiled["rules"]
+        self.steps: list[tuple[int, object]] = []
+        self.size = len(varying)
+        self.top = {n: (True, v) for n, v in fixed.items()}
+        self.top.update({n: (False, i) for i, n in enumerate(varying)})
+        self.pins = {n: (True, v) for n, v in pins.items()}
+        self.pins.update({n: (False, i) for i, n in enumerate(varying) if n in self.rules})
+        self.memo: dict = {}
+
+    def _slot(self, f) -> int:
+        self.steps.append((self.size, f))
+        self.size += 1
+        return self.size - 1
+
+    def rule(self, name: str, env: dict, key: frozenset):
+        """(True, value) or (False, slot index) of rule ``name`` in binding ``env``."""
+        if name in self.pins:
+            return self.pins[name]
+        found = self.memo.get((key, name))
+        if found is None:
+            known, v = self.node(self.rules[name][2], env, key)
+            found = self.memo[(key, name)] = (True, v) if known else (False, self._slot(v))
+        return found
+
+    def _ref(self, found):
+        known, v = found
+        return found if known else (False, operator.itemgetter(v))
+
+    def node(self, t: tuple, env: dict, key: frozenset):
+        op = t[0]
+        if op == "n":
+            return True, plain(t[1])
+        if op == "b":
+            return True, t[1]
+        if op == "v":
+            if t[1] not in env:
+                return False, _unsupported(f"'{t[1]}' has no value: give one, or a preset that sets it")
+            return self._ref(env[t[1]])
+        if op == "r":
+            return self._ref(self.rule(t[1], env, key))
+        if op == "?":
+            return False, _unsupported(f"cannot evaluate {t[1]!r} without sympy")
+        if op == "@":
+            return self._at(t, env, key)
+        if op == "if":  # the arms in order; those whose condition is known false dropped
+            arms = []
+            for cond, value in t[1:]:
+                known, c = self.node(cond, env, key)
+                if known and not c:
+                    continue
+                part = self.node(value, env, key)
+                if known and not arms:  # the first arm that can apply always does
+                    return part
+                arms.append((None if known else c, self._closure(part)))
+                if known:
+                    break
+            if not arms:
+                return False, _unsupported("no branch applies")
+            return False, _branches(arms)
+        parts = [self.node(a, env, key) for a in (t[1:] if op != "^" else t[1:2])]
+        known = [v for k, v in parts if k]
+        fs = [v for k, v in parts if not k]
+        if op == "+":
+            c = plain(sum(known, 0))
+            return (True, c) if not fs else (False, _sum(fs, c))
+        if op == "*":
+            c = 1
+            for v in known:
+                c = c * v
+            c = plain(c)
+            return (True, c) if not fs or c == 0 else (False, _product(fs, c))
+        if op == "^":
+            e = t[2]
+            if not fs:
+                if known[0] == 0 and e < 0:
+                    return False, _unsupported("division by zero")
+                return True, plain(Fraction(known[0]) ** e)
+            return False, _power(fs[0], e)
+        if op in _RELATIONS:
+            rel = _RELATIONS[op]
+            if not fs:
+                return True, rel(*known)
+            f, g = (self._closure(p) for p in parts)
+            return False, lambda s: rel(f(s), g(s))
+        if op == "and" or op == "or":
+            if any(bool(v) == (op == "or") for v in known):
+                return True, op == "or"
+            if not fs:
+                return True, op == "and"
+            if len(fs) == 1:
+                return False, fs[0]
+            fs = tuple(fs)
+            return False, ((lambda s: all(f(s) for f in fs)) if op == "and" else (lambda s: any(f(s) for f in fs)))
+        if op == "not":
+            if not fs:
+                return True, not known[0]
+            f = fs[0]
+            return False, lambda s: not f(s)
+        if op == "max" or op == "min":
+            pick = max if op == "max" else min
+            c = plain(pick(known)) if known else None
+            return (True, c) if not fs else (False, _extreme(pick, fs, c))
+        if op == "ceil" or op == "floor":
+            rnd = math.ceil if op == "ceil" else math.floor
+            if not fs:
+                return True, rnd(known[0])
+            f = fs[0]
+            return False, lambda s: rnd(f(s))
+        return False, _unsupported(f"cannot evaluate {op!r}")
+
+    @staticmethod
+    def _closure(part):
+        known, v = part
+        return _const(v) if known else v
+
+    def _at(self, t: tuple, env: dict, key: frozenset):
+        """target[k = v, ...]: the target in a binding with the keys rebound, each value
+        computed in the current one (a slot of its own when it varies)."""
+        rebound = dict(env)
+        for name, value in t[2]:
+            known, v = self.node(value, env, key)
+            rebound[name] = (True, v) if known else (False, self._slot(v))
+        new_key = frozenset((n, v) for n, v in rebound.items() if self.top.get(n) != v)
+        return self._ref(self.rule(t[1], rebound, new_key))
+
+
+class Evaluator:
+    """Rules of one model (and GPU) as an exact function of the names in ``varying``.
+
+    ``values`` fixes inputs, options (by choice name) and rule pins beside the presets; the
+    names in ``varying`` (inputs, options or rules) are given at each call.  ``rules`` is one
+    rule name (a call returns its value) or several (a call returns {rule: value}).
+    ``library``: a :class:`engine.Library` of one's own (a user's rule files); by default the
+    shipped one, from the cache when it is there (no sympy).
+
+    >>> ev = Evaluator("llama2-70b", ("weights", "total"), gpu="h100-80g",
+    ...                values={"zero_stage": 3}, varying=("dp",))
+    >>> ev(dp=8)["weights"] == Fraction(68_976_648_192 * 2, 8)
+    True
+    """
+
+    def __init__(self, model: str | None, rules: str | Iterable[str], gpu: str | None = None,
+                 values: dict | None = None, varying: Iterable[str] = (), library=None) -> None:
+        compiled = _compiled(library)
+        self._setup(compiled, rules, varying, values or {})
+        merged = dict(compiled["defaults"])
+        for kind, name in (("model", model), ("gpu", gpu)):
+            if name is not None:
+                if (kind, name) not in compiled["presets"]:
+                    known_presets = [n for k, n in compiled["presets"] if k == kind]
+                    raise UnknownNameError(f"unknown {kind} '{name}'", hint=did_you_mean(name, known_presets))
+                merged.update(compiled["presets"][(kind, name)])
+        for name, value in (values or {}).items():
+            merged[name] = self._checked(name, value)
+        self._build(merged)
+
+    @classmethod
+    def of(cls, scenario, rules: str | Iterable[str], varying: Iterable[str] = ()) -> "Evaluator":
+        """The rules of a :class:`engine.Scenario` (a preset's, a config.json's, with a user's
+        rule files), its values fixed but those in ``varying``."""
+        self = cls.__new__(cls)
+        self._setup(_compiled(scenario.library), rules, varying, ())
+        merged = {n: (v if isinstance(v, str) else Fraction(int(v.p), int(v.q)))
+                  for n, v in scenario.values.items()}
+        self._build(merged)
+        return self
+
+    def _setup(self, compiled: dict, rules, varying, values) -> None:
+        self._compiled = compiled
+        self._one = isinstance(rules, str)
+        self.rules = (rules,) if self._one else tuple(rules)
+        self.varying = tuple(varying)
+        self._options = compiled["options"]
+        known = {**compiled["inputs"], **compiled["options"], **compiled["rules"]}
+        for name in (*self.rules, *self.varying, *values):
+            if name not in known:
+                raise UnknownNameError(f"unknown name '{name}'", hint=did_you_mean(name, known))
+        unknown_rule = next((r for r in self.rules if r not in compiled["rules"]), None)
+        if unknown_rule:
+            raise UnknownNameError(f"'{unknown_rule}' is not a rule", hint=did_you_mean(unknown_rule, compiled["rules"]))
+
+    def _build(self, merged: dict) -> None:
+        """The program, with the values in ``merged`` (choice names, Fractions) fixed but the
+        varying ones."""
+        fixed, pins = bindings(self._compiled, merged, self.varying)
+        program = Program(self._compiled, fixed, self.varying, pins)
+        top = dict(program.top)
+        self._out = [program.rule(r, top, frozenset()) for r in self.rules]
+        self._steps = tuple(program.steps)
+        self._size = program.size
+        self._readers = tuple(self._reader(n) for n in self.varying)
+
+    def _reader(self, name: str):
+        """What a call does with the value of a varying name: the common cases (a whole
+        number inside the input's domain, a choice) at once, the rest as :meth:`_checked`."""
+        def slow(v):
+            return self._number(name, self._checked(name, v))
+        if name in self._options:
+            choices, numeric = self._options[name]
+            codes = {c: self._number(name, c) for c in choices}
+            if numeric:
+                codes.update({int(c): int(c) for c in choices})
+            return lambda v: codes[v] if type(v) in (str, int) and v in codes else slow(v)
+        entry = self._compiled["inputs"].get(name)
+        if entry is None:
+            return slow
+        _, _, lower, strict, upper = entry
+        low = -MAX_VALUE if lower is None else lower
+        high = MAX_VALUE if upper is None else min(upper, MAX_VALUE)
+        if strict:
+            return lambda v: v if type(v) is int and low < v <= high else slow(v)
+        return lambda v: v if type(v) is int and low <= v <= high else slow(v)
+
+    # ------------------------------------------------------------------ values
+    def _number(self, name: str, value):
+        """An option's code or a number, as the program computes with it."""
+        return number(self._options, name, value)
+
+    def _checked(self, name: str, value):
+        """``value`` for ``name`` as :func:`engine.compile.trees.validate` accepts it (a choice name, or
+        an exact number: an int, a Fraction, or a float that is a whole number)."""
+        if isinstance(value, bool) or not isinstance(value, (int, Fraction, float, str)):
+            raise DomainError(f"'{name}' takes an int, a Fraction or a choice name, not {type(value).__name__}")
+        if isinstance(value, float):
+            if not value.is_integer():
+                raise DomainError(f"'{name}' = {value!r}: give an exact number (an int or a Fraction)")
+            value = int(value)
+        given = value if isinstance(value, str) else (Fraction(value), self._dim(name))
+        try:
+            return validate(self._compiled, name, given)
+        except Unsupported:
+            raise DomainError(f"'{name}' cannot be {value!r}", hint=self._domain(name)) from None
+
+    def _dim(self, name: str):
+        entry = self._compiled["inputs"].get(name) or self._compiled["rules"].get(name)
+        return entry[0] if entry else 0
+
+    def _domain(self, name: str) -> str | None:
+        if name in self._options:
+            return "choices are " + ", ".join(self._options[name][0])
+        entry = self._compiled["inputs"].get(name)
+        if entry:
+            _, integer, lower, strict, upper = entry
+            parts = ["a whole number"] if integer else []
+            if lower is not None:
+                parts.append(f"{'>' if strict else '>='} {lower}")
+            if upper is not None:
+                parts.append(f"<= {upper}")
+            return " and ".join(parts) or None
+        return None
+
+    # ------------------------------------------------------------------ calls
+    def __call__(self, **values):
+        if values.keys() != set(self.varying):
+            missing = [n for n in self.varying if n not in values]
+            extra = [n for n in values if n not in self.varying]
+            raise EngineError("give exactly the varying names" + (f"; missing: {', '.join(missing)}" if missing else "")
+                              + (f"; not varying here: {', '.join(extra)}" if extra else ""))
+        s = [None] * self._size
+        for i, (name, read) in enumerate(zip(self.varying, self._readers)):
+            s[i] = read(values[name])
+        try:
+            for j, f in self._steps:
+                s[j] = f(s)
+        except Unsupported as exc:
+            raise EngineError(f"cannot evaluate exactly here: {exc}") from None
+        except ZeroDivisionError:
+            raise DomainError("a rule divides by zero for these values") from None
+        out = []
+        for (known, v), rule in zip(self._out, self.rules):
+            value = Fraction(v if known else s[v])
+            if max(value.numerator.bit_length(), value.denominator.bit_length()) > MAX_BITS:
+                raise DomainError(f"'{rule}' has more than {MAX_BITS:,} bits for these values")
+            out.append(value)
+        return out[0] if self._one else dict(zip(self.rules, out))
+
+    @property
+    def steps(self) -> int:
+        """How many rules (and rebound values) the program still computes per call."""
+        return len(self._steps)
+
+
+def evaluate_rules(compiled: dict, values: dict, names) -> dict[str, Fraction]:
+    """The exact values of rules ``names`` under ``values`` (choice names and Fractions):
+    :class:`Program` with nothing varying, which folds every rule to its value
+    (each rule once per binding); :class:`Unsupported` where one cannot be computed without
+    sympy (a value missing, log2, no branch that applies)."""
+    fixed, pins = bindings(compiled, values)
+    program = Program(compiled, fixed, (), pins)
+    found = [program.rule(name, program.top, frozenset()) for name in names]
+    slots = [None] * program.size
+    for j, f in program.steps:  # only what cannot be folded: each raises Unsupported
+        slots[j] = f(slots)
+    out = {}
+    for name, (known, v) in zip(names, found):
+        value = Fraction(v if known else slots[v])
+        if max(value.numerator.bit_length(), value.denominator.bit_length()) > MAX_BITS:
+            raise Unsupported(f"'{name}' is too large")
+        out[name] = value
+    return out
+
+
+# ---------------------------------------------------------------- the shipped library
+_COMPILED: dict | None = None
+_OF_LIBRARY: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # a user's library's form
+#: specialised programs kept by :func:`evaluate`, the least recently used dropped first
+MAX_PROGRAMS = 64
+_PROGRAMS: OrderedDict = OrderedDict()
+
+
+def _compiled(library=None) -> dict:
+    """The plain-data form of ``library``, or of the shipped library: from the cache when it
+    holds it (no sympy), else compiled from a loaded library (and kept for this process)."""
+    if library is not None:
+        if library not in _OF_LIBRARY:
+            _OF_LIBRARY[library] = compiler.compile_library(library)
+        return _OF_LIBRARY[library]
+    global _COMPILED
+    if _COMPILED is None:
+        key = _key()
+        stored = _read("compiled", key) if key else None
+        if stored is None:
+            stored = compiler.compile_library(cache.load())
+        _COMPILED = stored
+    return _COMPILED
+
+
+def evaluate(model: str | None, rule: str, gpu: str | None = None, **values) -> Fraction:
+    """The exact value of ``rule`` for ``model`` (and ``gpu``) with ``values`` (numbers for
+    inputs and pins, choice names for options): the same as
+    ``Scenario.create(lib, model, gpu).with_values(**values).evaluate(rule)``, at the speed of
+    a specialised :class:`Evaluator`.  Options and the set of names given select the program
+    (kept, :data:`MAX_PROGRAMS` at most); numbers vary freely between calls.
+
+    >>> evaluate("llama2-7b", "weights", zero_stage=3, dp=8) == 6_738_415_616 * 2 // 8
+    True
+    """
+    options = _compiled()["options"]
+    varying = tuple(sorted(n for n, v in values.items() if n not in options))
+    fixed = tuple(sorted((n, v) for n, v in values.items() if n in options))
+    key = (model, gpu, rule, varying, fixed)
+    ev = _PROGRAMS.get(key)
+    if ev is None:
+        ev = _PROGRAMS[key] = Evaluator(model, rule, gpu, dict(fixed), varying)
+        if len(_PROGRAMS) > MAX_PROGRAMS:
+            _PROGRAMS.popitem(last=False)
+    else:
+        _PROGRAMS.move_to_end(key)
+    return ev(**{n: values[n] for n in varying})

@@ -1,0 +1,1 @@
+"""How answers are shown: display names and printers, the generated reference, plots."""

@@ -10,7 +10,6 @@ import io
 import json
 import sys
 import time
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from rich.console import Console
@@ -42,6 +41,7 @@ display = lazy("engine.present.display")
 docs = lazy("engine.present.docs")
 plots = lazy("engine.present.plot")
 rich_progress = lazy("rich.progress")
+metadata = lazy("importlib.metadata")  # --version only
 
 USAGE_EXAMPLES = """examples:
   memform estimate llama2-7b --gpu h100-80g --set micro_batch=4 --set seq_len=4096
@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="memform", description="GPU memory of LLM training and serving, "
                      "with the formula behind every number.", epilog=USAGE_EXAMPLES,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"memform {_version()}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
@@ -192,10 +192,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Version(argparse.Action):
+    """``--version``: the installed distribution's version, read only when asked for."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        sys.stdout.write(f"memform {_version()}\n")
+        parser.exit()
+
+
 def _version() -> str:
     try:
-        return version("memform")
-    except PackageNotFoundError:  # run from a source tree that was never installed
+        return metadata.version("memform")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
         return "(source tree)"
 
 

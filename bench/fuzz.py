@@ -1209,8 +1209,9 @@ def estimate_problems(data: dict) -> list[tuple[str, str]]:
     comps, rules, inputs = data.get("components") or {}, data.get("rules") or {}, data.get("inputs") or {}
     figures = [("total_bytes", data.get("total_bytes"))]
     figures += [(f"components.{n}", v) for n, v in comps.items()] + [(f"rules.{n}", v) for n, v in rules.items()]
-    if data.get("capacity_bytes") is not None:
-        figures.append(("capacity_bytes", data["capacity_bytes"]))
+    for name in ("capacity_bytes", "usable_bytes"):
+        if data.get(name) is not None:
+            figures.append((name, data[name]))
     for name, v in figures:
         if not _whole(v):
             return [(f"byte figure not a whole number ({name})", f"{name} = {v!r}")]
@@ -1235,7 +1236,7 @@ def estimate_problems(data: dict) -> list[tuple[str, str]]:
         if not 0 <= excess <= 3:
             out.append(("model_states != weights + master + grads + optimizer_states",
                         f"{rules['model_states']:,} vs {sum(comps[p] for p in parts):,}"))
-    cap, capacity = data.get("capacity_bytes"), inputs.get("capacity")
+    cap, capacity = data.get("usable_bytes", data.get("capacity_bytes")), inputs.get("capacity")
     if (cap is None) != (data.get("fits") is None):
         out.append(("fits without a capacity (or none with one)", f"fits = {data.get('fits')!r}"))
     elif cap is not None and _whole(capacity):
@@ -1346,7 +1347,7 @@ def output_problems(c: dict, run: dict) -> list[tuple[str, str]]:
         if 0 < len(model) < 40 and model.isprintable() and model not in out:
             found.append(("estimate: MODEL not printed as given (markup?)", repr(model)))
     if cmd == "solve" and isinstance(data, dict):
-        cap = data.get("capacity_bytes")
+        cap = data.get("usable_bytes", data.get("capacity_bytes"))
         if not (_whole(data.get("value")) and _whole(cap) and _whole(data.get("bytes_at_value"))):
             found.append(("solve --json: a figure not a whole number", ""))
         elif data["bytes_at_value"] > cap or (data.get("bytes_at_next") is not None and data["bytes_at_next"] < cap):

@@ -29,8 +29,10 @@ def test_estimate_json_shape_and_model_states():
     assert data["rules"]["model_states"] == 16 * LLAMA2_7B_PARAMS
     assert data["rules"]["weights"] == 2 * LLAMA2_7B_PARAMS
     assert sum(data["components"].values()) == data["total_bytes"]
-    assert data["capacity_bytes"] == 81559 * 2**20
-    assert data["fits"] is (data["total_bytes"] <= 81559 * 2**20)
+    assert data["capacity_bytes"] == 81559 * 2**20  # nvidia-smi's memory.total of an H100 80GB
+    # what the process can use: CUDA's total, 79.19 GiB in vLLM's log (docs/research/cuda-total-memory.md)
+    assert data["usable_bytes"] == (81559 - 469) * 2**20
+    assert data["fits"] is (data["total_bytes"] <= (81559 - 469) * 2**20)
     assert data["inputs"]["precision"] == "bf16_mixed" and data["inputs"]["micro_batch"] == 1
 
 
@@ -51,6 +53,28 @@ def test_estimate_table_shows_fit_and_formula():
 def test_capacity_flag():
     code, out, _ = run("estimate", "llama2-7b", "--capacity", "80GB", "--json")
     assert code == 0 and json.loads(out)["capacity_bytes"] == 80 * 10**9
+
+
+def test_the_fit_is_against_what_cuda_hands_out():
+    """A total between CUDA's total and nvidia-smi's does not fit: the driver keeps the
+    difference (an A10: 23028 MiB in nvidia-smi, 429 MiB reserved)."""
+    between = (23028 - 200) * 2**20
+    code, out, _ = run("estimate", "llama2-7b", "--gpu", "a10", "--json", "--set", f"total={between}")
+    assert code == 2  # total is derived, so it cannot be pinned: pin a component instead
+    parts = ["--set", "weights=0", "--set", "master=0", "--set", "grads=0", "--set", "optimizer_states=0",
+             "--set", "activations=0", "--set", "logits=0", "--set", "overhead=0",
+             "--set", f"kv_cache={between}"]
+    code, out, _ = run("estimate", "llama2-7b", "--gpu", "a10", "--json", *parts)
+    data = json.loads(out)
+    assert data["total_bytes"] == between and data["capacity_bytes"] == 23028 * 2**20
+    assert data["usable_bytes"] == (23028 - 429) * 2**20 and data["fits"] is False
+    code, out, _ = run("estimate", "llama2-7b", "--capacity", "23028MiB", "--json", *parts)
+    assert json.loads(out)["fits"] is True  # a capacity given alone reserves nothing
+
+
+def test_a_capacity_below_the_driver_reserve_is_an_error():
+    code, _, err = run("estimate", "llama2-7b", "--gpu", "a10", "--set", "capacity=100MiB")
+    assert code == 2 and "usable_memory" in err and "driver_reserved" in err
 
 
 @pytest.mark.parametrize("argv, expected", [

@@ -29,6 +29,6 @@ def test_max_concurrent_sequences_fit_after_the_weights(lib):
     s = Scenario.create(lib, "llama2-70b", "h200-141g", values={"mode": "infer", "seq_len": 4096, "tp": 2})
     r = solve(s, "max", "micro_batch")
     fits = s.with_values(micro_batch=r.value).evaluate("total")
-    assert fits <= 143771 * 2**20 < s.with_values(micro_batch=r.value + 1).evaluate("total")
+    assert fits <= (143771 - 699) * 2**20 < s.with_values(micro_batch=r.value + 1).evaluate("total")  # H200: CUDA's total (nvidia-smi less the driver's reserve)
     # each more sequence costs at least its KV cache (4096 tokens x 4 KV heads per GPU)
     assert r.bytes_at_next - r.bytes_at_value >= 4096 * 2 * 80 * 4 * 128 * 2

@@ -14,7 +14,7 @@ from engine.compile.model import Scenario
 from engine.answers.solve import solve
 from conftest import squaring_chain
 
-H100 = 81559 * 2**20  # nvidia-smi memory.total of an H100 SXM5 80GB
+H100 = (81559 - 469) * 2**20  # what one process can use on an H100 SXM5 80GB: CUDA's total, nvidia-smi's 81559 MiB less the 469 MiB the driver reserves (vLLM logs "79.19 GiB"; docs/research/cuda-total-memory.md)
 BARE = {"alloc_margin": 0, "cuda_context": 0, "comm_buffers": 0,  # the papers' formulas have no overhead
         "optimizer_step_bytes": 0}  # and count optimizer state per parameter only (ZeRO's K)
 

@@ -8,7 +8,7 @@ from typing import Mapping
 import sympy
 
 from ..compile.columns import from_sympy, text
-from ..compile.model import Scenario, _check_size, components
+from ..compile.model import Scenario, _check_size, components, fit_capacity
 from ..compile.outline import (OPAQUE_RULES, SHOWN_INPUTS, SIZES, TOP_LEVEL, TOTAL_OPAQUE,
                                extra_rules)
 from ..errors import ResourceLimitError, UsageError
@@ -191,5 +191,4 @@ def estimate(scenario: Scenario) -> Estimate:
     rules = {name: scenario.evaluate(name) for name in names}
     parts = {name: rules[name] if name in rules else scenario.evaluate(name)
              for name in components(scenario)}
-    capacity = scenario.values.get("capacity")
-    return Estimate(scenario, rules, parts, capacity)
+    return Estimate(scenario, rules, parts, fit_capacity(scenario))

@@ -18,7 +18,7 @@ import sympy
 
 from ..compile.exact import Evaluator
 from ..compile.lambdas import real_values
-from ..compile.model import Scenario, compiled
+from ..compile.model import Scenario, compiled, fit_capacity
 from ..errors import DomainError, EngineError, InfeasibleError, UsageError
 from ..library.layout import DIVIDES, broken
 from .report import whole_bytes
@@ -109,7 +109,7 @@ def plan(scenario: Scenario, gpus: int, max_micro_batch: int = 256, max_tp: int 
     try:
         if evaluator is None:
             raise _NotExact
-        rows = _exact_rows(evaluator, layouts, max_micro_batch, scenario.values["capacity"], progress)
+        rows = _exact_rows(evaluator, layouts, max_micro_batch, fit_capacity(scenario), progress)
     except _NotExact:  # a rule without exact form (sqrt, log2): every layout in one numpy call
         rows = _swept_rows(scenario, layouts, max_micro_batch, progress)
     rows.sort(key=lambda r: SORTS[sort](r))
@@ -159,7 +159,7 @@ def _swept_rows(scenario: Scenario, layouts: list, most: int, progress) -> list[
     fn = compiled(scenario, "total", ("tp", "pp", "dp", "zero_stage", "recompute", "micro_batch"))
     arr = np.array([(t, p, d, z, lib.options["recompute"].code(r)) for t, p, d, z, r in layouts], float)
     mbs = np.arange(1, most + 1, dtype=float)
-    capacity = scenario.values["capacity"]  # exact; the float is for the sweep only
+    capacity = fit_capacity(scenario)  # exact; the float is for the sweep only
     cap = float(capacity) if capacity < np.finfo(float).max else np.finfo(float).max
     best = np.zeros(len(arr), int)
     approx = np.zeros(len(arr))

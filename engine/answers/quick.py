@@ -31,8 +31,8 @@ from types import SimpleNamespace
 
 from ..compile.columns import Polynomials, text
 from ..compile.exact import bindings, evaluate_rules
-from ..compile.outline import (OPAQUE_RULES, SHOWN_INPUTS, SIZES, TOP_LEVEL, TOTAL_OPAQUE,
-                               extra_rules)
+from ..compile.outline import (FIT_RULE, OPAQUE_RULES, SHOWN_INPUTS, SIZES, TOP_LEVEL,
+                               TOTAL_OPAQUE, extra_rules)
 from ..compile.trees import _key, _read, _setting, _write
 from ..errors import EngineError
 from ..lang.constants import Unsupported
@@ -59,7 +59,8 @@ def report(args) -> Report | None:
         values = _values(compiled, args)
         names = ([n for n in TOP_LEVEL if n in compiled["rules"]]
                  + extra_rules(values, compiled["rules"]) + [n for n in SIZES if n in compiled["rules"]])
-        exact = evaluate_rules(compiled, values, names + list(compiled["components"]))
+        fit = "capacity" in values and FIT_RULE in compiled["rules"]
+        exact = evaluate_rules(compiled, values, names + list(compiled["components"]) + [FIT_RULE] * fit)
         if not getattr(args, "no_divisibility", False):
             sizes = [n for ns in DIVIDES.values() for n in ns]
             known = dict(values, **evaluate_rules(compiled, values, [n for n in sizes if n in compiled["rules"]]))
@@ -73,7 +74,8 @@ def report(args) -> Report | None:
             formulas = (stored and stored["formulas"].get(_formula_key(values))) or _column(compiled, values, parts)
             if not formulas or any(n not in formulas for n in (*parts, "total")):
                 return None
-        return Report(args.model, args.gpu, values, rules, parts, values.get("capacity"), formulas)
+        capacity = exact[FIT_RULE] if fit else values.get("capacity")
+        return Report(args.model, args.gpu, values, rules, parts, capacity, formulas)
     except Unsupported:
         return None
     except (EngineError, ArithmeticError, ValueError, TypeError, KeyError, IndexError, AttributeError,

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 
-from ..compile.outline import PEAK_FIGURES, SIZES
+from ..compile.outline import PEAK_FIGURES, SIZES, check_usable
 from ..errors import DomainError, printable
 
 #: the largest figure an estimate reports (bytes); beyond it the values given are not a real job
@@ -89,8 +89,10 @@ def check_figures(rules: Mapping, components: Mapping) -> None:
 
 
 def estimate_json(model, gpu, values: Mapping, rules: Mapping, components: Mapping, capacity) -> dict:
-    """The JSON form of an estimate (``memform estimate --json``)."""
+    """The JSON form of an estimate (``memform estimate --json``); ``capacity`` is what the
+    total must fit in (rule usable_memory), the GPU's own figure is the input ``capacity``."""
     total = rules["total"]
+    given = values.get("capacity")
     return {
         "model": model,
         "gpu": gpu,
@@ -98,7 +100,8 @@ def estimate_json(model, gpu, values: Mapping, rules: Mapping, components: Mappi
         "components": {n: whole_bytes(v) for n, v in components.items()},
         "rules": {n: whole_bytes(v) for n, v in rules.items()},
         "inputs": {n: v if isinstance(v, str) else json_number(v) for n, v in sorted(values.items())},
-        "capacity_bytes": None if capacity is None else whole_bytes(capacity),
+        "capacity_bytes": None if given is None or capacity is None else whole_bytes(given),
+        "usable_bytes": None if capacity is None else whole_bytes(capacity),
         "fits": None if capacity is None else bool(total <= capacity),
         "fits_at_peak": None if capacity is None or "peak" not in rules else bool(rules["peak"] <= capacity),
     }
@@ -118,6 +121,8 @@ class Report:
 
     def __post_init__(self):
         check_figures({n: v for n, v in self.rules.items() if n not in SIZES}, self.components)
+        if self.capacity is not None:
+            check_usable(self.capacity)
 
     def __repr__(self) -> str:
         return f"Report({self.model!r}: total {gb(self.rules['total'])} GB)"
@@ -192,7 +197,8 @@ class Report:
                           f"(rule convention_total; memform: {gb(total)} GB)")
         if self.capacity is not None:
             cap = self.capacity
-            where = f"{self.gpu} ({gib(cap)} GiB)" if self.gpu else f"{gb(cap)} GB"
+            usable = "" if cap == v.get("capacity", cap) else " usable"  # CUDA's total, below nvidia-smi's
+            where = f"{self.gpu} ({gib(cap)} GiB{usable})" if self.gpu else f"{gb(cap)} GB{usable}"
             peak = rules.get("peak", total)
             at_peak = ""
             if peak > total:  # the step's peak is the binding figure

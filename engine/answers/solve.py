@@ -15,7 +15,7 @@ import numpy as np
 import sympy
 
 from ..compile.lambdas import compile_expr, real_values
-from ..compile.model import MAX_BITS, Scenario, components
+from ..compile.model import MAX_BITS, Scenario, components, fit_capacity
 from ..errors import (DomainError, InfeasibleError, MissingInputError, ResourceLimitError,
                       UsageError, did_you_mean)
 from ..lang.rules import InputDecl
@@ -39,10 +39,11 @@ class SolveResult:
     next_value: int | None
     method: str
     closed_value: int | None  # the closed form's bound evaluated, where sympy found one
-    capacity: sympy.Rational
+    capacity: sympy.Rational  # what the target must fit in: rule usable_memory
     target: str
     constraints: tuple[str, ...] = field(default_factory=tuple)
     bound: sympy.Rel | None = None  # the closed form as a relation, when it is the method
+    gpu_capacity: sympy.Rational | None = None  # the GPU's memory as nvidia-smi gives it (input capacity)
 
     def _repr_latex_(self) -> str:
         """The answer and its closed form as LaTeX (Jupyter)."""
@@ -54,7 +55,9 @@ class SolveResult:
                 "bytes_at_value": whole_bytes(self.bytes_at_value),
                 "bytes_at_next": None if self.bytes_at_next is None else whole_bytes(self.bytes_at_next),
                 "next_value": self.next_value, "method": self.method, "direction": self.direction,
-                "target": self.target, "capacity_bytes": whole_bytes(self.capacity),
+                "target": self.target,
+                "capacity_bytes": whole_bytes(self.capacity if self.gpu_capacity is None else self.gpu_capacity),
+                "usable_bytes": whole_bytes(self.capacity),
                 "constraints": list(self.constraints)}
 
 
@@ -107,7 +110,7 @@ def solve(scenario: Scenario, direction: str, unknown: str, target: str = "total
         lib.check_value(target, None)
     if "capacity" not in scenario.values:
         raise UsageError("solve needs a capacity", hint="give --gpu GPU or --capacity 80GB")
-    capacity = scenario.values["capacity"]
+    capacity = fit_capacity(scenario)
     sym = lib._input_syms[unknown]
     f = scenario.expr(target, keep=(unknown,))
     extra = f.free_symbols - {sym}
@@ -187,7 +190,8 @@ def solve(scenario: Scenario, direction: str, unknown: str, target: str = "total
     # the closed form is the method only when there is one and its bound is the answer
     method = "closed-form" if text.startswith(f"{unknown} ") and closed == value and not divides else "search"
     return SolveResult(unknown, direction, value, text, bytes_at, bytes_next, nxt, method, closed,
-                       capacity, target, tuple(constraints), bound if method == "closed-form" else None)
+                       capacity, target, tuple(constraints), bound if method == "closed-form" else None,
+                       scenario.values["capacity"])
 
 
 _MONOTONE: dict = {}  # (f, lo, hi, increasing) -> True: an expression checked once is not checked again

@@ -21,7 +21,7 @@ from ..lang.rules import At, DtypeDecl, InputDecl, OptionDecl, UNITS, unit_words
 from ..lang.values import check_domain
 from ..library.registry import Library, MAX_TERMS, _OverBudget, _cpu_budget, _tree_size, substitute
 from .lambdas import compile_expr
-from .outline import TOP_LEVEL
+from .outline import FIT_RULE, TOP_LEVEL, check_usable
 
 
 def parse_setting(lib: Library, text: str, notes: list | None = None) -> tuple[str, object]:
@@ -390,6 +390,16 @@ def derived(lib) -> frozenset[str]:
 
         found = lib._derived = frozenset(n for n in lib.rules if n not in parts and deps(n) & parts)
     return found
+
+
+def fit_capacity(scenario: Scenario):
+    """What the scenario's totals must fit in (rule ``usable_memory``: the GPU's memory as CUDA
+    reports it), or None without a capacity."""
+    if "capacity" not in scenario.values:
+        return None
+    usable = scenario.evaluate(FIT_RULE) if FIT_RULE in scenario.library.rules else scenario.values["capacity"]
+    check_usable(usable)
+    return usable
 
 
 def _check_pins(lib: Library, values) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from ..errors import DomainError
+
 #: The top-level rules every estimate reports (DESIGN.md: the public interface).
 TOP_LEVEL = ("weights", "master", "grads", "optimizer_states", "model_states", "activations",
              "logits", "kv_cache", "overhead", "total")
@@ -16,6 +18,9 @@ SIZES = ("n_params", "quantised_params", "tensors")
 OPAQUE_RULES = SIZES + TOP_LEVEL
 #: Rules that stay as names in the total's formula (the rest is inlined).
 TOTAL_OPAQUE = ("n_params", "quantised_params")
+
+#: The rule a total must fit in, when a capacity is given (the memory CUDA hands out).
+FIT_RULE = "usable_memory"
 
 #: Rules an estimate reports beside the top-level ones, when the scenario calls for them.
 EXTRA_RULES = ("peak_allocated", "peak_reserved", "peak", "host_memory", "nvme_storage", "convention_total")
@@ -38,3 +43,13 @@ def extra_rules(values: Mapping[str, object], rule_names) -> list[str]:
     if "convention_total" in rule_names and values.get("convention", "memform") != "memform":
         out.append("convention_total")  # what the named tool reports
     return out
+
+
+def check_usable(usable) -> None:
+    """A capacity at or below what the driver reserves leaves nothing to fit in: a located
+    complaint, not a negative figure (``--set capacity=...`` keeps a GPU preset's reserve)."""
+    if usable <= 0:
+        raise DomainError(f"'{FIT_RULE}' comes out at {int(usable):,} bytes: the capacity is not above what the "
+                          "driver reserves (driver_reserved)",
+                          hint="a capacity given with --set keeps the GPU preset's driver_reserved; give "
+                               "--capacity without --gpu, or --set driver_reserved=0")

@@ -20,7 +20,7 @@ import numpy as np
 import sympy
 
 from ..answers.solve import solve
-from ..compile.model import Scenario, components
+from ..compile.model import Scenario, components, fit_capacity
 from ..errors import InfeasibleError, UsageError, did_you_mean
 from ..lang.rules import InputDecl
 
@@ -103,7 +103,7 @@ def breakdown(scenario: Scenario, x: str, lo: int, hi: int, points: int = 256) -
                          hint=did_you_mean(x, known) or "e.g. seq_len or micro_batch")
     xs = grid(lo, hi, points)
     parts = {name: np.asarray(scenario.sweep(name, **{x: xs}), dtype=float) for name in components(scenario)}
-    capacity = scenario.values.get("capacity")
+    capacity = fit_capacity(scenario)
     best, note = None, None
     if capacity is None:
         note = "no capacity: give --gpu or --capacity"

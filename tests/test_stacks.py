@@ -212,8 +212,8 @@ PYTORCH_PARTIAL = {
     "torchtitan-h100-405b-fsdp8-tp8-pp8-interleaved": "stages per rank not stated (memform: pp_virtual_stages = 2)",
     "torchtitan-h100-405b-fsdp1-cp8-tp8-pp8-s262144": "context parallelism's ring-attention buffers at cp = 8",
     "torchtitan-h100-qwen3-32b-fsdp8-compile": "the optimizer step's peak (a foreach AdamW's temporaries) sets it; the loss is taken as compiled",
-    "torchtune-a100-llama3.2-3b-full-8-bit-adamw": "the 8-bit optimizer (torchao or bitsandbytes) is inferred",
-    "torchtune-a100-llama3.2-3b-lora": "the final norm's input counted beside the offload stash",
+    "torchtune-a100-llama3.2-3b-full-8-bit-adamw": "torchao AdamW8bit inferred; its compiled step's fp32 temporaries on the tied embedding are not rules (docs/research/torchtune-8bit-adamw.md)",
+    "torchtune-a100-llama3.2-3b-lora": "the adapters' AdamW states count at the start of backward (a steady-state step); the README's row may be a first step (docs/research/torchtune-lora-peak.md)",
     "torchtune-a100-llama3.2-3b-qlora": "as the LoRA row, on a 4.6 GiB total",
 }
 STATISTIC = {"max_reserved": "peak_reserved", "active_bytes.all.peak": "peak_allocated"}
@@ -226,6 +226,10 @@ def pytorch_settings(lib, cf: dict) -> dict:
     if cf.get("torch_compile"):  # torchtitan and torchtune compile each transformer block
         values["torch_compile"] = "blocks"
     values["activation_model"] = "architecture"  # the tensors the block saves
+    # the rows' models (Llama 3, Qwen3 as torchtitan and torchtune build them: separate wq, wk, wv,
+    # no output-projection bias, no dropout) over the gpt2 preset the scenario starts from
+    for name, value in (("qkv_fused", "false"), ("o_proj_bias", "false"), ("dropout", 0)):
+        values.setdefault(name, value)
     if cf.get("loss_chunks", 0) > 1:  # torchtune's CEWithChunkedOutputLoss
         values["loss_chunks"] = cf["loss_chunks"]
     else:  # the model's bf16 logits upcast in the loss: log_softmax + nll_loss in fp32

@@ -20,6 +20,7 @@ from .answers import quick
 from .answers.report import gb, gib, json_number
 from .errors import EngineError, ErrorGroup, UnknownNameError, UsageError, did_you_mean, shown
 from .lang.constants import MAX_BITS
+from .library import hub, layout
 from .lazy import lazy
 from .paths import DOC_FILES
 
@@ -28,8 +29,6 @@ from .paths import DOC_FILES
 cache = lazy("engine.compile.cache")
 scenarios = lazy("engine.compile.model")
 hfconfig = lazy("engine.library.hfconfig")
-hub = lazy("engine.library.hub")
-layout = lazy("engine.library.layout")
 names = lazy("engine.lang.names")
 estimates = lazy("engine.answers.estimate")
 serving = lazy("engine.answers.serve")

@@ -190,5 +190,5 @@ def estimate(scenario: Scenario) -> Estimate:
     names = [name for name in TOP_LEVEL if name in lib.rules] + extra_rules(scenario.values, lib.rules)
     rules = {name: scenario.evaluate(name) for name in names}
     parts = {name: rules[name] if name in rules else scenario.evaluate(name)
-             for name in components(scenario)}
+             for name in components(scenario.library)}
     return Estimate(scenario, rules, parts, fit_capacity(scenario))

@@ -60,10 +60,11 @@ def report(args) -> Report | None:
         names = ([n for n in TOP_LEVEL if n in compiled["rules"]]
                  + extra_rules(values, compiled["rules"]) + [n for n in SIZES if n in compiled["rules"]])
         fit = "capacity" in values and FIT_RULE in compiled["rules"]
-        exact = evaluate_rules(compiled, values, names + list(compiled["components"]) + [FIT_RULE] * fit)
-        if not getattr(args, "no_divisibility", False):
-            sizes = [n for ns in DIVIDES.values() for n in ns]
-            known = dict(values, **evaluate_rules(compiled, values, [n for n in sizes if n in compiled["rules"]]))
+        check = not getattr(args, "no_divisibility", False)
+        sizes = [n for ns in DIVIDES.values() for n in ns if n in compiled["rules"]] if check else []
+        exact = evaluate_rules(compiled, values, names + list(compiled["components"]) + [FIT_RULE] * fit + sizes)
+        if check:
+            known = dict(values, **{n: exact[n] for n in sizes})
             if broken(values, known.get):
                 raise Unsupported("an impossible layout")  # the full path says which rule breaks
         rules = {n: exact[n] for n in names}

@@ -368,7 +368,7 @@ def _not_real(scenario, target, unknown, x) -> DomainError:
 
 def _infeasible(scenario, target, unknown, x, need, capacity, direction) -> InfeasibleError:
     at_x = scenario.with_values(**{unknown: x})
-    parts = {n: at_x.evaluate(n) for n in components(at_x, target)}
+    parts = {n: at_x.evaluate(n) for n in components(at_x.library, target)}
     largest = max(parts, key=lambda n: parts[n]) if parts else target
     where = _where(unknown, x, direction)
     return InfeasibleError(

@@ -356,10 +356,8 @@ def compiled(scenario: "Scenario", rule: str, over: tuple[str, ...]):
     return cache[key]
 
 
-def components(scenario: "Scenario | Library", rule: str = "total") -> list[str]:
-    """The leaves of ``rule`` when every rule that is a plain sum of rules is split (of a
-    scenario's library, or of a library)."""
-    lib = getattr(scenario, "library", scenario)
+def components(lib: Library, rule: str = "total") -> list[str]:
+    """The leaves of ``rule`` when every rule that is a plain sum of rules is split."""
     expr = lib.lowered[rule]
     if rule in TOP_LEVEL and rule not in ("total", "model_states"):
         return [rule]  # a top-level rule is a component even when it is a sum (weights)

@@ -102,7 +102,7 @@ def breakdown(scenario: Scenario, x: str, lo: int, hi: int, points: int = 256) -
         raise UsageError(f"'{x}' is not a whole-number input to plot against",
                          hint=did_you_mean(x, known) or "e.g. seq_len or micro_batch")
     xs = grid(lo, hi, points)
-    parts = {name: np.asarray(scenario.sweep(name, **{x: xs}), dtype=float) for name in components(scenario)}
+    parts = {name: np.asarray(scenario.sweep(name, **{x: xs}), dtype=float) for name in components(scenario.library)}
     capacity = fit_capacity(scenario)
     best, note = None, None
     if capacity is None:

@@ -363,10 +363,13 @@ def test_fsdp2_gathers_a_qlora_block_as_nf4(lib):
     assert fsdp2(lib, finetune="lora", precision="bf16").evaluate("fsdp_block_bytes") == L31_BLOCK * 2
 
 
-def test_fsdp2_frees_gradients_and_steps_with_foreach(lib):
+def test_fsdp2_frees_gradients_and_steps_fused_unless_foreach_is_asked(lib):
     s = fsdp2(lib)
     assert s.evaluate("grads_persist") == 0  # optimizer.zero_grad() sets them to None every step
-    assert s.evaluate("optimizer_temp") == L31_P * 4 // 8  # one fp32 state-sized buffer (foreach)
+    # torchtitan's optimizer.implementation defaults to fused (PR 881, February 2025): in place
+    assert s.evaluate("optimizer_temp") == 0
+    foreach = s.with_values(optimizer_impl="foreach")  # torchtitan before it: foreach=True
+    assert foreach.evaluate("optimizer_temp") == L31_P * 4 // 8  # one fp32 state-sized buffer
 
 
 def test_fsdp2_in_a_pipeline_accumulates_unsharded_fp32_gradients(lib):
@@ -403,7 +406,8 @@ def test_optimizer_in_backward_never_holds_every_gradient(lib):
 # tests/published/hf_training_peaks.json: Hugging Face Trainer runs with a published peak, each
 # with its source, quote, statistic and configuration.  Two are held: fms-acceleration's
 # Mistral-7B benchmark on one A100 (transformers 4.48, pure bf16 weights, gradient
-# checkpointing, Trainer's default adamw_torch: torch.optim.AdamW, foreach on CUDA).
+# checkpointing, Trainer's default of that version, adamw_torch: torch.optim.AdamW, foreach on
+# CUDA; transformers defaults to adamw_torch_fused with PyTorch >= 2.8, memform's hf default).
 HF = {c["id"]: c for c in json.loads((PUBLISHED / "hf_training_peaks.json").read_text())["rows"]}
 HF_HELD = {
     # full fine-tuning: the peak is the optimizer step (the batch-8 row has the same peak)
@@ -426,6 +430,7 @@ def predict_hf(lib, case_id: str) -> tuple[int, int, float]:
     cf = case["config"]
     assert case["statistic"] == "max_memory_allocated" and cf["n_gpus"] == 1
     values = {"stack": "hf", "precision": "bf16",  # torch_dtype bfloat16, no autocast
+              "optimizer_impl": "foreach",  # transformers 4.48's adamw_torch
               "recompute": "full" if cf["gradient_checkpointing"] else "none",
               "micro_batch": cf["micro_batch"], "seq_len": cf["seq_len"], **extra}
     s = Scenario.create(lib, "mistral-7b", values=values)

@@ -430,14 +430,14 @@ def cmd_solve(args, out) -> int:
         out.write(json.dumps(r.to_json(), indent=2) + "\n")
         return 0
     where = args.gpu or f"{gb(r.capacity)} GB"
-    out.write(f"{r.direction} {r.unknown} = {r.value}   ({shown(args.model, 255)} on {where}, {r.target} <= capacity)\n")
+    out.write(f"{r.direction} {r.unknown} = {r.value}   ({shown(args.model, 255)} on {where}, {r.target} <= usable_memory)\n")
     out.write(f"closed form: {r.closed_form}\n")
     out.write(f"method: {r.method}" + (" (the closed form's bound reproduces the exact search)\n"
                                        if r.method == "closed-form" else " (exact integer search)\n"))
     out.write(f"at {r.unknown}={r.value}: {gb(r.bytes_at_value)} GB ({gib(r.bytes_at_value)} GiB) "
               f"<= {gb(r.capacity)} GB ({gib(r.capacity)} GiB)\n")
     if r.next_value is not None:
-        out.write(f"at {r.unknown}={r.next_value}: {gb(r.bytes_at_next)} GB ({gib(r.bytes_at_next)} GiB) > capacity\n")
+        out.write(f"at {r.unknown}={r.next_value}: {gb(r.bytes_at_next)} GB ({gib(r.bytes_at_next)} GiB) > usable_memory\n")
     for c in r.constraints:
         out.write(f"constraint: {c}\n")
     return 0
@@ -613,7 +613,7 @@ def cmd_plot(args, out) -> int:
     _, data = plots.plot(scenario, args.x, lo, hi, path)
     out.write(f"wrote {path}\n")
     if data.best is not None:
-        out.write(f"max {args.x} = {data.best:,}   ({shown(args.model, 255)} on {args.gpu or 'the capacity'}, total <= capacity)\n")
+        out.write(f"max {args.x} = {data.best:,}   ({shown(args.model, 255)} on {args.gpu or 'the capacity'}, total <= usable_memory)\n")
     elif data.note:
         out.write(f"{data.note}\n")
     return 0

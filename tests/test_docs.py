@@ -339,7 +339,7 @@ def test_plot_renders_a_png(tmp_path):
     _, solved, _ = run("solve", "max", "seq_len", "llama2-7b", "--gpu", "h100-80g", "--set", "zero_stage=3",
                        "--set", "dp=8", "--set", "attention=eager", "--json")
     value = int(re.search(r'"value": (\d+)', solved).group(1))
-    assert text == f"wrote {out}\nmax seq_len = {value:,}   (llama2-7b on h100-80g, total <= capacity)\n"
+    assert text == f"wrote {out}\nmax seq_len = {value:,}   (llama2-7b on h100-80g, total <= usable_memory)\n"
     assert png_size(out.read_bytes()) == (1000, 600)
     pixels = image.imread(out)
     assert pixels.std() > 0.05  # areas, lines and text, not one colour

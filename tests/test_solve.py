@@ -182,7 +182,7 @@ def test_a_capacity_of_one_byte_is_infeasible():
     code, out, err = run("solve", "max", "micro_batch", "gpt2", "--capacity", "1 B")
     assert code == 1 and out == ""
     assert err.startswith("memform: error: does not fit even at micro_batch=1: total needs ")
-    assert "> capacity 1 B;" in err
+    assert "> usable memory 1 B;" in err
 
 
 def test_multiple_of_that_no_divisor_meets_is_a_usage_error():

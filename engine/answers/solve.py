@@ -289,7 +289,7 @@ def _smooth_in(expr, sym) -> bool:
 
 _BOUNDS: dict = {}  # (target, unknown, branch, scenario without the unknown and capacity) -> roots
 _SIMPLE: dict = {}  # a root -> its simplified form (what is printed)
-_CAP = sympy.Symbol("capacity", positive=True)
+_CAP = sympy.Symbol("usable_memory", positive=True)  # what CUDA hands out (rule usable_memory)
 
 
 def _closed_form(scenario, f, sym, unknown, target, capacity, direction, value, k, step):
@@ -299,7 +299,7 @@ def _closed_form(scenario, f, sym, unknown, target, capacity, direction, value, 
     The bound is solved once per scenario without the capacity, with the capacity, the
     parameter count and the workload as symbols; its whole value comes from the same
     expression, so a bound that is printed is the bound that was checked."""
-    none = f"{target}({unknown}) <= capacity"
+    none = f"{target}({unknown}) <= usable_memory"
     branch = _active_branch(f, {sym: value})
     if not _smooth_in(branch, sym):
         return f"none: {target} has ceil/floor/max in {unknown}; exact search over whole values", None, None
@@ -328,7 +328,7 @@ def _closed_form(scenario, f, sym, unknown, target, capacity, direction, value, 
         _SIMPLE[root] = sympy.simplify(root)
     op = "<=" if direction == "max" else ">="
     relation = sympy.Le if direction == "max" else sympy.Ge
-    bound = relation(sympy.Symbol(unknown), _SIMPLE[root].xreplace({_CAP: sympy.Symbol("capacity")}),
+    bound = relation(sympy.Symbol(unknown), _SIMPLE[root].xreplace({_CAP: sympy.Symbol("usable_memory")}),
                      evaluate=False)
     return f"{unknown} {op} {sympy.sstr(_SIMPLE[root])}", closed, bound
 
@@ -372,5 +372,5 @@ def _infeasible(scenario, target, unknown, x, need, capacity, direction) -> Infe
     largest = max(parts, key=lambda n: parts[n]) if parts else target
     where = _where(unknown, x, direction)
     return InfeasibleError(
-        f"does not fit {where}: {target} needs {_fmt(need)} > capacity {_fmt(capacity)}; "
+        f"does not fit {where}: {target} needs {_fmt(need)} > usable memory {_fmt(capacity)}; "
         f"the largest part is {largest} ({_gb(parts.get(largest, need))} GB)")

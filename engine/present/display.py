@@ -17,7 +17,7 @@ DISPLAY = {
     "hidden_size": "d", "num_hidden_layers": "L", "num_attention_heads": "a",
     "num_key_value_heads": "a_{kv}", "head_dim": "d_{h}", "intermediate_size": "d_{ff}",
     "vocab_size": "V", "seq_len": "s", "micro_batch": "b", "tp": "t", "pp": "p", "dp": "N",
-    "n_params": "P", "capacity": "C",
+    "n_params": "P", "capacity": "C", "usable_memory": "M",
 }
 
 

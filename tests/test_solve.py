@@ -161,7 +161,7 @@ def test_closed_form_is_the_method_only_when_there_is_one(lib):
     # the bound that is printed reproduces the search, with the model card's parameter count
     sc = Scenario.create(lib, "llama3.1-70b", "h100-80g", values={"mode": "infer", "tp": 4, "seq_len": 8192})
     r = solve(sc, "max", "micro_batch")
-    numbers = {"capacity": H100, "n_params": LLAMA31_70B_PARAMS, "seq_len": 8192}
+    numbers = {"usable_memory": H100, "n_params": LLAMA31_70B_PARAMS, "seq_len": 8192}
     bound = r.bound.rhs.xreplace({s: numbers[s.name] for s in r.bound.rhs.free_symbols})
     assert r.method == "closed-form" and math.floor(bound) == r.value == r.closed_value
     at = lambda x: sc.with_values(micro_batch=x).evaluate("total")

@@ -17,7 +17,10 @@ DISPLAY = {
     "hidden_size": "d", "num_hidden_layers": "L", "num_attention_heads": "a",
     "num_key_value_heads": "a_{kv}", "head_dim": "d_{h}", "intermediate_size": "d_{ff}",
     "vocab_size": "V", "seq_len": "s", "micro_batch": "b", "tp": "t", "pp": "p", "dp": "N",
-    "n_params": "P", "capacity": "C", "usable_memory": "M",
+    "n_params": "P", "capacity": "C",
+    # what solve's closed forms fit against (a GPU's capacity less its driver's reserve): the
+    # papers' C; the two never appear in one expression (usable_memory is a rule of capacity)
+    "usable_memory": "C",
 }
 
 

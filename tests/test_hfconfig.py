@@ -482,6 +482,19 @@ def test_moe_on_every_nth_layer_agrees_with_transformers(lib, tmp_path, name, st
     assert (s.evaluate("n_params"), s.evaluate("param_tensors")) == meta_counts(json.dumps(data), tmp_path)
 
 
+def test_phi_qk_layernorm_adds_a_layernorm_on_queries_and_keys(lib, tmp_path):
+    # transformers' PhiAttention with qk_layernorm: q_layernorm and k_layernorm, each an
+    # nn.LayerNorm(hidden_size // num_attention_heads) with weight and bias: 4 x 80 parameters and
+    # 4 tensors more per layer for Phi-2 (32 layers of head_dim 80)
+    data = {**json.loads((CONFIGS / "phi-2.json").read_text()), "qk_layernorm": True}
+    s = Scenario.create(lib, None, values=read_config(write(tmp_path, data), lib).values)
+    assert s.evaluate("n_params") == 2_779_683_840 + 32 * 4 * 80
+    assert (s.evaluate("n_params"), s.evaluate("param_tensors")) == meta_counts(json.dumps(data), tmp_path)
+    # what the norms save per token: each normalises q and k, keeping its input and two fp32
+    # statistics per head (mean and reciprocal standard deviation), in bf16 2 x 2,560 x 2 B + 64 x 8 B
+    assert s.with_values(precision="bf16").evaluate("architecture_qk_norm") == 2 * 2560 * 2 + 64 * 8
+
+
 def test_llama4_maverick_interleaves_dense_and_moe_layers(lib, tmp_path):
     # Maverick: Scout's config with 128 experts on every other layer, the rest dense of
     # intermediate_size_mlp 16,384 (NVIDIA/TensorRT-LLM test_modeling_llama_min_latency.py

@@ -320,7 +320,8 @@ FAMILIES = {
                    "o_proj_bias": "true", "mlp_bias": "true", "gelu_kernel": "composite", "lm_head_bias": "true"},
                   renames={"resid_pdrop": "dropout"},
                   defaults={"tie_word_embeddings": False},
-                  expects={"qk_layernorm": False}),
+                  # qk_layernorm: a LayerNorm (weight and bias) over head_dim on the queries and on the keys
+                  switches={"qk_layernorm": ("qk_norm", "head", "none")}),
     "gpt2": Family({"mlp": "gelu", "norm": "layernorm", "position_embedding": "learned",
                     "attention_bias": "true", "o_proj_bias": "true", "mlp_bias": "true",
                     "tie_word_embeddings": "true", "qkv_fused": "true", "gelu_kernel": "composite",

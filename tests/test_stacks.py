@@ -28,10 +28,10 @@ EXACT = {"megatron-gpt3_7b_tp4_pp1_memory_speed-h100": 0.03, "megatron-gpt3_7b_t
          "megatron-gpt3_mcore_te_tp4_pp1_distopt_overlap-h100": 0.03, "megatron-gpt3_mcore_te_tp1_pp4_vp1-h100": 0.03,
          "megatron-gpt3_mcore_te_tp1_pp1_dp8_distopt-h100": 0.03,
          "megatron-gpt3_mcore_te_tp1_pp1_uniform_full_recompute-a100": 0.03,
-         "megatron-gpt3_mcore_te_tp2_pp2_cross_entropy_loss_fusion-h100": 0.03}
+         "megatron-gpt3_mcore_te_tp2_pp2_cross_entropy_loss_fusion-h100": 0.03,
+         "megatron-gpt3_mcore_tp4_pp1_local-a100": 0.03}
 #: cases with a known gap, each with the reason, checked only against a gross regression
 PARTIAL = {
-    "megatron-gpt3_mcore_tp4_pp1_local-a100": "the local (non-TE) layer's tensors and workspaces not traced",
 }
 
 
@@ -75,6 +75,8 @@ def megatron_settings(cf: dict) -> dict:
         values["mtp_layers"] = cf["mtp-num-layers"]
     if cf.get("virtual-pipeline-model-parallel-size"):
         values.update(pp_schedule="interleaved", pp_virtual_stages=cf["virtual-pipeline-model-parallel-size"])
+    if cf["transformer-impl"] == "local":
+        values["megatron_impl"] = "local"
     if cf.get("cross-entropy-loss-fusion"):  # native unless --cross-entropy-fusion-impl te (not modelled)
         values["cross_entropy_fusion"] = cf.get("cross-entropy-fusion-impl", "native")
     if cf.get("recompute-granularity") == "full":
@@ -86,7 +88,11 @@ def predict(lib, case) -> tuple[int, int, float]:
     # the golden file's machine: a DGX A100 (compute capability 8.0) or H100 (9.0), which sizes
     # the GEMM workspaces (megatron_gemm_workspaces)
     dgx = re.search(r"golden_values_dev_dgx_(a100|h100)\.json$", case["source"]["path"]).group(1)
-    s = Scenario.create(lib, "gpt2", values={**megatron_settings(case["config"]), "cuda_major": 8 if dgx == "a100" else 9})
+    # the recipe's CUBLAS_WORKSPACE_CONFIG (':4096:8', 32 MiB, on every machine), PyTorch's per handle
+    pairs = case["config"].get("env_vars_verbatim", {}).get("CUBLAS_WORKSPACE_CONFIG", "").split(":")[1:]
+    workspace = sum(int(size) * int(count) for size, count in zip(pairs[::2], pairs[1::2])) * 1024
+    s = Scenario.create(lib, "gpt2", values={**megatron_settings(case["config"]), "cuda_major": 8 if dgx == "a100" else 9,
+                                             "cublas_workspace_config": workspace})
     measured, predicted = case["measured"]["bytes"], int(s.evaluate("peak_allocated"))
     assert case["measured"]["statistic"] == "max_memory_allocated"
     return measured, predicted, (predicted - measured) / measured
@@ -150,6 +156,23 @@ def test_megatron_moe_layer_keeps_what_its_dispatcher_and_experts_save(lib):
     assert s.evaluate("architecture_moe_mlp") - fused.evaluate("architecture_moe_mlp") == rows * h * 2
     # and needs the buffer only for the output layer's sequence-parallel gather, [s b, h]
     assert fused.evaluate("megatron_gather_buffer") == 1024 * 4 * 512 * 2
+
+
+def test_megatron_keeps_its_gemm_workspaces_and_the_local_attention_buffer(lib):
+    # PyTorch's cuBLAS workspace per handle (CublasHandlePool.cpp: ':4096:2:16:8', 8.125 MiB, before
+    # Hopper; CUBLAS_WORKSPACE_CONFIG=':4096:8' is 32 MiB) and cuBLASLt's 1 MiB, for the forward's
+    # thread and for autograd's; Transformer Engine's own 4 MiB on an A100
+    a100 = Scenario.create(lib, "gpt2", values={"stack": "megatron", "cuda_major": 8, "micro_batch": 4, "seq_len": 1024})
+    MiB = 2**20
+    assert a100.evaluate("megatron_gemm_workspaces") == 2 * (8 * MiB + 128 * 1024 + MiB) + 4 * MiB
+    pinned = a100.with_values(cublas_workspace_config=4096 * 8 * 1024)
+    assert pinned.evaluate("megatron_gemm_workspaces") == 2 * 33 * MiB + 4 * MiB
+    # --transformer-impl local: torch.matmul GEMMs (no Transformer Engine workspace), and the
+    # unfused attention takes baddbmm's input [b np, s, s] from the 'mpu' buffer: 4 x 12 x 1024^2 bf16
+    local = pinned.with_values(megatron_impl="local", attention="eager", precision="bf16_mixed")
+    assert local.evaluate("megatron_gemm_workspaces") == 2 * 33 * MiB
+    assert local.evaluate("megatron_gather_buffer") == 4 * 12 * 1024 * 1024 * 2
+    assert local.with_values(attention="flash").evaluate("megatron_gather_buffer") == 0
 
 
 def test_megatron_keeps_fp32_gradients_and_a_bf16_and_fp32_copy_of_the_logits(lib):

@@ -39,7 +39,8 @@ def run(tmp_path_factory):
 def scenario(lib, run):
     _, path = run
     config = read_config(path, lib)
-    return Scenario.create(lib, None, values={**config.values, "stack": "fsdp2", "dp": 2,
+    # the worker shards each layer and then the root (fsdp_units=root)
+    return Scenario.create(lib, None, values={**config.values, "stack": "fsdp2", "dp": 2, "fsdp_units": "root",
                                               "precision": "bf16_mixed", "micro_batch": 2, "seq_len": 64})
 
 

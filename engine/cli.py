@@ -463,6 +463,11 @@ def cmd_plan(args, out) -> int:
                     progress=progress, divisibility=not args.no_divisibility)
     evaluator = planning.layout_evaluator(scenario) if rows else None
     listed = [r for r in (planning.exact(scenario, row, evaluator) for row in rows[:args.top]) if r is not None]
+    return _print_plan(args, rows, listed, out)
+
+
+def _print_plan(args, rows: list, listed: list, out) -> int:
+    """What plan prints: the count of layouts that fit and the first ``--top`` of them."""
     if args.json:
         out.write(json.dumps({"feasible": len(rows), "layouts": [r.to_json() for r in listed]}, indent=2) + "\n")
         return 0 if rows else 1
@@ -697,6 +702,13 @@ def _answered(args, out) -> int:
     if shown is not None:
         out.write(shown)
         return 0
+    planned = quick.plan(args) if args.command == "plan" else None  # a preset's layouts: no sympy
+    if planned is not None:
+        buffer = io.StringIO()
+        code = _print_plan(args, *planned, buffer)
+        quick.remember_answer(args, code, buffer.getvalue(), [])  # kept for the next time, as below
+        out.write(buffer.getvalue())
+        return code
     buffer, _NOTES = io.StringIO(), []
     try:
         code = COMMANDS[args.command](args, buffer)

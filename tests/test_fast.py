@@ -139,6 +139,47 @@ def test_show_without_sympy_is_the_full_paths(lib, compiled, monkeypatch, tmp_pa
     assert answered > declined  # the comparison is not vacuous
 
 
+def test_plan_without_sympy_is_the_full_paths(lib, compiled, monkeypatch, tmp_path):
+    """``memform plan`` of a preset from the compiled form (quick.plan: the layouts' sizes, ZeRO
+    stages and capacity from the compiled rules, the exact evaluator built from its values)
+    lists what the full path's plan lists, layout for layout: every model preset on 16 H100s,
+    and a sample with other GPU counts, settings, orders and without the divisibility check."""
+    from engine.cli import build_parser
+    from engine.answers import plan as planning
+    from engine.library import layout
+    monkeypatch.setattr(fast, "_read", lambda kind, key: compiled if kind == "compiled" else None)
+    monkeypatch.setattr(fast, "_key", lambda: "test")
+    monkeypatch.chdir(tmp_path)  # no file named like a preset
+    rng = random.Random("plan")
+    models = sorted(name for kind, name in lib.presets if kind == "model")
+    cases = [(m, "16", []) for m in models]
+    cases += [(rng.choice(models), str(rng.choice([6, 12, 24, 40, 96, 1000])),
+               rng.choice([[], ["--sort", "memory"], ["--sort", "micro_batch", "--top", "3"], ["--no-divisibility"],
+                           ["--set", "stack=fsdp2"], ["--set", "seq_len=8192", "--max-micro-batch", "64"],
+                           ["--set", "finetune=lora"]]))
+              for _ in range(12)]
+    cases += [("mixtral-8x7b", "8", ["--set", "ep=3"]),  # an impossible pinned layout: the full path says so
+              ("mixtral-8x7b", "8", ["--set", "ep=3", "--no-divisibility"])]
+    answered = 0
+    for model, gpus, extra in cases:
+        args = build_parser().parse_args(["plan", model, "--gpu", "h100-80g", "--gpus", gpus, *extra])
+        quick = fast.plan(args)
+        sets = dict(parse_setting(lib, t) for t in args.sets)
+        scenario = Scenario.create(lib, model, "h100-80g").with_values(**sets)
+        try:
+            if not args.no_divisibility:  # as the command line checks a pinned layout
+                layout.check(scenario)
+            rows = planning.plan(scenario, args.gpus, max_micro_batch=args.max_micro_batch, sort=args.sort,
+                                 divisibility=not args.no_divisibility)
+        except EngineError:
+            assert quick is None, (model, gpus, extra)  # the full path reports it
+            continue
+        assert quick is not None, (model, gpus, extra)
+        assert quick == (rows, rows[:args.top]), (model, gpus, extra)
+        answered += bool(rows)
+    assert answered > len(cases) // 2  # the comparison is not vacuous
+
+
 @given(st.dictionaries(st.tuples(*[st.integers(0, 3)] * 3),
                        st.fractions(max_denominator=50).filter(lambda c: c != 0), max_size=6))
 @settings(max_examples=300, deadline=None)
@@ -272,12 +313,18 @@ def test_show_solve_plan_and_docs_answer_again_without_sympy(tmp_path):
     for argv in ANSWERED:
         rc, imported, full = run(argv, MEMFORM_NO_CACHE="1")
         assert rc == 0 and imported and full.strip()
-        assert run(argv) == [0, True, full], argv  # derived, and kept
+        # derived, and kept; plan of a preset lists its layouts from the compiled form (which the
+        # commands before built) without sympy
+        assert run(argv) == [0, argv[0] != "plan", full], argv
         assert run(argv) == [0, False, full], argv  # the kept text
     # another value is derived anew (and kept in its turn); show of a polynomial is written out
     # from the compiled form, with sympy nowhere
     assert run(ANSWERED[2] + ["--set", "seq_len=8192"])[:2] == [0, True]
     assert run(ANSWERED[0] + ["--set", "tp=2"])[:2] == [0, False]
+    # plan of a preset with a new GPU count: its layouts from the compiled form, as the full path
+    # lists them
+    new_count = ANSWERED[4][:5] + ["48", "--top", "5"]
+    assert run(new_count) == [0, False, run(new_count, MEMFORM_NO_CACHE="1")[2]]
     # a file named like the preset: the full path says which it reads
     (tmp_path / "llama2-70b").write_text("{}")
     assert run(ANSWERED[0])[1] is True

@@ -13,15 +13,18 @@ import itertools
 import math
 from dataclasses import dataclass
 
-import numpy as np
-import sympy
-
 from ..compile.exact import Evaluator
-from ..compile.lambdas import real_values
-from ..compile.model import Scenario, compiled, fit_capacity
 from ..errors import DomainError, EngineError, InfeasibleError, UsageError
+from ..lazy import lazy
 from ..library.layout import DIVIDES, broken
 from .report import whole_bytes
+
+# executed on first use: plan of a preset from the compiled library (engine.answers.quick)
+# needs neither sympy nor the scenarios
+np = lazy("numpy")  # the float sweep only
+sympy = lazy("sympy")
+lambdas = lazy("engine.compile.lambdas")
+model = lazy("engine.compile.model")
 
 SORTS = {
     "model_parallel": lambda r: (r.tp * r.pp, -r.micro_batch, r.total),
@@ -71,14 +74,18 @@ def validate_plan_args(gpus: int, top: int = 1, max_micro_batch: int = 1) -> Non
             raise UsageError(f"{flag} takes a whole number from 1{upto}, not {value}")
 
 
-def plan(scenario: Scenario, gpus: int, max_micro_batch: int = 256, max_tp: int = 8,
+#: the largest tensor-parallel degree plan tries (one node of eight GPUs)
+MAX_TP = 8
+
+
+def plan(scenario: "model.Scenario", gpus: int, max_micro_batch: int = 256, max_tp: int = MAX_TP,
          sort: str = "model_parallel", progress=None, divisibility: bool = True) -> list[Layout]:
     """Feasible layouts of ``scenario``'s model on ``gpus`` GPUs, best first.
 
     Examples
     --------
     >>> import engine
-    >>> s = Scenario.create(engine.load(), "llama2-7b", "h100-80g")
+    >>> s = engine.Scenario.create(engine.load(), "llama2-7b", "h100-80g")
     >>> plan(s, 8)[0].tp * plan(s, 8)[0].pp
     1
     """
@@ -88,10 +95,28 @@ def plan(scenario: Scenario, gpus: int, max_micro_batch: int = 256, max_tp: int 
         raise UsageError(f"unknown order '{sort}'", hint="orders: " + ", ".join(SORTS))
     if "capacity" not in scenario.values:
         raise UsageError("plan needs a GPU", hint="give --gpu GPU or --capacity 80GB")
-    sizes = {n: scenario.evaluate(n) for d in ("tp", "pp") for n in DIVIDES[d]}
-    recomputes = lib.options["recompute"].choices
+    sizes = {n: scenario.evaluate(n) for n in SIZE_RULES}
     # the ZeRO stages that shard differently (a stack may fix the sharding: fsdp2 is ZeRO-3's)
     zeros = [z for z in range(4) if scenario.with_values(zero_stage=z).evaluate("shard_level") == z] or [0]
+    layouts = candidates(gpus, max_tp, divisibility, sizes, zeros, lib.options["recompute"].choices)
+    evaluator = layout_evaluator(scenario)
+    try:
+        if evaluator is None:
+            raise _NotExact
+        rows = _exact_rows(evaluator, layouts, max_micro_batch, model.fit_capacity(scenario), progress)
+    except _NotExact:  # a rule without exact form (sqrt, log2): every layout in one numpy call
+        rows = _swept_rows(scenario, layouts, max_micro_batch, progress)
+    rows.sort(key=lambda r: SORTS[sort](r))
+    return rows
+
+
+#: the sizes a tensor- or pipeline-parallel degree must divide
+SIZE_RULES = tuple(n for d in ("tp", "pp") for n in DIVIDES[d])
+
+
+def candidates(gpus: int, max_tp: int, divisibility: bool, sizes: dict, zeros: list, recomputes) -> list[tuple]:
+    """Every layout (tp, pp, dp, ZeRO stage, recomputation) of ``gpus`` GPUs, tp up to
+    ``max_tp``, whose degrees divide ``sizes`` (heads, layers ...) unless ``divisibility`` is off."""
     layouts = []
     for tp in _divisors(gpus):
         if tp > max_tp or (divisibility and broken({"tp": tp}, sizes.get)):
@@ -105,19 +130,22 @@ def plan(scenario: Scenario, gpus: int, max_micro_batch: int = 256, max_tp: int 
         raise InfeasibleError(f"no layout of {gpus} GPUs divides the heads and layers ("
                               + ", ".join(f"{n} {int(v)}" for n, v in sizes.items()) + ")",
                               hint="--no-divisibility accepts uneven layouts")
-    evaluator = layout_evaluator(scenario)
-    try:
-        if evaluator is None:
-            raise _NotExact
-        rows = _exact_rows(evaluator, layouts, max_micro_batch, fit_capacity(scenario), progress)
-    except _NotExact:  # a rule without exact form (sqrt, log2): every layout in one numpy call
-        rows = _swept_rows(scenario, layouts, max_micro_batch, progress)
+    return layouts
+
+
+def exact_plan(evaluator, layouts: list, most: int, capacity, sort: str, progress=None) -> list[Layout]:
+    """The layouts that fit, best first, from an exact evaluator of the per-GPU total (raises
+    :class:`NotExact` where it has no exact value)."""
+    rows = _exact_rows(evaluator, layouts, most, capacity, progress)
     rows.sort(key=lambda r: SORTS[sort](r))
     return rows
 
 
 class _NotExact(Exception):
     """A layout's total that the exact evaluator cannot give (a square root, a logarithm)."""
+
+
+NotExact = _NotExact
 
 
 def _exact_rows(evaluator, layouts: list, most: int, capacity, progress) -> list[Layout]:
@@ -152,14 +180,14 @@ def _exact_rows(evaluator, layouts: list, most: int, capacity, progress) -> list
     return rows
 
 
-def _swept_rows(scenario: Scenario, layouts: list, most: int, progress) -> list[Layout]:
+def _swept_rows(scenario: "model.Scenario", layouts: list, most: int, progress) -> list[Layout]:
     """Every layout and micro-batch in one vectorised call of the compiled per-GPU total
     (float64; the rows shown are re-evaluated by :func:`exact`)."""
     lib = scenario.library
-    fn = compiled(scenario, "total", ("tp", "pp", "dp", "zero_stage", "recompute", "micro_batch"))
+    fn = model.compiled(scenario, "total", ("tp", "pp", "dp", "zero_stage", "recompute", "micro_batch"))
     arr = np.array([(t, p, d, z, lib.options["recompute"].code(r)) for t, p, d, z, r in layouts], float)
     mbs = np.arange(1, most + 1, dtype=float)
-    capacity = fit_capacity(scenario)  # exact; the float is for the sweep only
+    capacity = model.fit_capacity(scenario)  # exact; the float is for the sweep only
     cap = float(capacity) if capacity < np.finfo(float).max else np.finfo(float).max
     best = np.zeros(len(arr), int)
     approx = np.zeros(len(arr))
@@ -168,7 +196,7 @@ def _swept_rows(scenario: Scenario, layouts: list, most: int, progress) -> list[
         part = arr[start:start + chunk]
         grid = [np.repeat(part[:, i][:, None], len(mbs), 1) for i in range(5)]
         with np.errstate(all="ignore"):  # branches not taken may divide by zero
-            totals = real_values(fn(*grid, mbs[None, :]), grid[0].shape)
+            totals = lambdas.real_values(fn(*grid, mbs[None, :]), grid[0].shape)
         unreal = np.isnan(totals) | (totals == -np.inf)
         if unreal.any():  # not a number of bytes: the exact value names the rule
             row, mb = np.argwhere(unreal)[0]
@@ -183,7 +211,7 @@ def _swept_rows(scenario: Scenario, layouts: list, most: int, progress) -> list[
             for (tp, pp, dp, zero, rec), mb, tot in zip(layouts, best, approx) if mb]
 
 
-def _check_real(scenario: Scenario, layout: tuple, micro_batch: int) -> None:
+def _check_real(scenario: "model.Scenario", layout: tuple, micro_batch: int) -> None:
     """Raise the error of a total that is not a real number in one layout: the exact
     evaluation's own, naming the rule that leaves the reals, where it raises one."""
     tp, pp, dp, zero, rec = layout
@@ -205,7 +233,7 @@ def _check_real(scenario: Scenario, layout: tuple, micro_batch: int) -> None:
 LAYOUT = ("tp", "pp", "dp", "zero_stage", "recompute")
 
 
-def layout_evaluator(scenario: Scenario):
+def layout_evaluator(scenario: "model.Scenario"):
     """The per-GPU total of ``scenario`` as an exact function of the layout and the
     micro-batch (:class:`engine.compile.exact.Evaluator`), or None where the library has none."""
     try:
@@ -214,7 +242,7 @@ def layout_evaluator(scenario: Scenario):
         return None
 
 
-def exact(scenario: Scenario, row: Layout, evaluator=None) -> Layout:
+def exact(scenario: "model.Scenario", row: Layout, evaluator=None) -> Layout:
     """``row`` re-evaluated exactly; the micro-batch is lowered if the float sweep erred.
     ``evaluator`` (:func:`layout_evaluator`) computes the same exact total as the scenario
     does, thousands of times faster; where it cannot, the scenario answers (or says why not)."""

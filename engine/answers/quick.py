@@ -30,15 +30,18 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from ..compile.columns import Polynomials, text
-from ..compile.exact import bindings, evaluate_rules
+from ..compile.exact import Evaluator, bindings, evaluate_rules
 from ..compile.outline import (FIT_RULE, OPAQUE_RULES, SHOWN_INPUTS, SIZES, TOP_LEVEL,
                                TOTAL_OPAQUE, extra_rules)
 from ..compile.trees import _key, _read, _setting, _write
 from ..errors import EngineError
 from ..lang.constants import Unsupported
+from ..lazy import lazy
 from ..library.layout import DIVIDES, broken
 from ..paths import data_path
 from .report import Report
+
+planning = lazy("engine.answers.plan")  # executed on first use: only plan needs it (and numpy)
 
 #: the most combinations of options whose formula column is kept
 MAX_FORMULAS = 1000
@@ -223,6 +226,42 @@ def show(args) -> str | None:
         return f"{args.rule} = {text(Polynomials(compiled, fixed, pins, keep, ()).rule(args.rule))}\n"
     except (Unsupported, EngineError, ArithmeticError, ValueError, TypeError, KeyError, RecursionError):
         return None
+
+
+def plan(args) -> tuple[list, list] | None:
+    """The layouts ``memform plan`` lists for a preset, from the compiled library: the same
+    enumeration and bisection over the exact per-GPU total as :func:`engine.answers.plan.plan`,
+    the sizes, ZeRO stages and capacity read from the compiled rules instead of a scenario;
+    (every feasible layout, those shown), or None: the full path answers, with its errors."""
+    if getattr(args, "rules", None):
+        return None
+    key = _key()
+    compiled = _read("compiled", key) if key else None
+    if compiled is None or FIT_RULE not in compiled["rules"]:
+        return None
+    try:
+        planning.validate_plan_args(args.gpus, args.top, args.max_micro_batch)
+        if args.sort not in planning.SORTS:
+            return None
+        values = _values(compiled, args)
+        if "capacity" not in values:
+            return None
+        every_size = [n for ns in DIVIDES.values() for n in ns]
+        known = dict(values, **evaluate_rules(compiled, values, [n for n in (*every_size, FIT_RULE)
+                                                                if n in compiled["rules"]]))
+        if not args.no_divisibility and broken(values, known.get):
+            raise Unsupported("an impossible layout")  # the full path says which rule breaks
+        sizes = {n: known[n] for n in planning.SIZE_RULES}  # inputs or rules, as scenario.evaluate gives them
+        zeros = [z for z in range(4)
+                 if evaluate_rules(compiled, {**values, "zero_stage": z}, ["shard_level"])["shard_level"] == z] or [0]
+        layouts = planning.candidates(args.gpus, planning.MAX_TP, not args.no_divisibility, sizes, zeros,
+                                      compiled["options"]["recompute"][0])
+        evaluator = Evaluator.of_values(compiled, "total", values, (*planning.LAYOUT, "micro_batch"))
+        rows = planning.exact_plan(evaluator, layouts, args.max_micro_batch, known[FIT_RULE], args.sort)
+        return rows, rows[:args.top]
+    except (planning.NotExact, Unsupported, EngineError, ArithmeticError, ValueError, TypeError, KeyError,
+            IndexError, AttributeError, RecursionError):
+        return None  # whatever the cause, the full path answers or reports it
 
 
 def _docs_key(fmt: str) -> str | None:

@@ -330,6 +330,17 @@ class Evaluator:
         self._build(merged)
         return self
 
+    @classmethod
+    def of_values(cls, compiled: dict, rules: str | Iterable[str], values: dict,
+                  varying: Iterable[str] = ()) -> "Evaluator":
+        """The rules of a compiled library under ``values`` (a whole scenario's: defaults and
+        presets merged, choice names and Fractions, as :func:`evaluate_rules` takes them),
+        those in ``varying`` given at each call."""
+        self = cls.__new__(cls)
+        self._setup(compiled, rules, varying, ())
+        self._build(dict(values))
+        return self
+
     def _setup(self, compiled: dict, rules, varying, values) -> None:
         self._compiled = compiled
         self._one = isinstance(rules, str)

@@ -128,6 +128,9 @@ def test_tensor_counts_by_hand(lib):
     ("ai21-jamba-1.5-mini", {"attn_layer_period": None}, "not null"),
     ("qwen3-next-80b-a3b-instruct", {"layer_types": ..., "full_attention_interval": None}, "not null"),
     ("granite-4.0-h-tiny", {"mamba_d_head": None}, "not null"),
+    # a width Mamba2's reader takes from the library's defaults otherwise (fuzz seed 1263: KeyError before)
+    ("mamba2-780m", {"num_hidden_layers": None}, "'num_hidden_layers' must be a whole number >= 1, not null"),
+    ("mamba2-780m", {"hidden_size": None}, "'hidden_size' must be a whole number >= 1, not null"),
 ])
 def test_malformed_layer_fields_are_located_errors(lib, tmp_path, name, changes, says):
     path = tmp_path / "config.json"

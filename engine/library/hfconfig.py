@@ -1402,6 +1402,9 @@ def _read_hybrid(model_type: str, data: dict, values: dict, given: dict, src: _S
         pin("mamba_head_dim", head, "mamba_d_head" if "mamba_d_head" in data else None)
         no_effect += [k for k in ("layers_block_type", "layer_types") if k in data]
     elif model_type == "mamba2":
+        for key in ("hidden_size", "num_hidden_layers"):
+            if key not in values:  # null in the file (Mamba2Config would fail on it too)
+                raise src.error(DomainError, f"field '{key}' must be a whole number >= 1, not null", key)
         hidden = int(values["hidden_size"])
         pin_inner("expand", hidden)
         layers = int(values["num_hidden_layers"])

@@ -703,15 +703,9 @@ def _answered(args, out) -> int:
         out.write(shown)
         return 0
     planned = quick.plan(args) if args.command == "plan" else None  # a preset's layouts: no sympy
-    if planned is not None:
-        buffer = io.StringIO()
-        code = _print_plan(args, *planned, buffer)
-        quick.remember_answer(args, code, buffer.getvalue(), [])  # kept for the next time, as below
-        out.write(buffer.getvalue())
-        return code
     buffer, _NOTES = io.StringIO(), []
     try:
-        code = COMMANDS[args.command](args, buffer)
+        code = _print_plan(args, *planned, buffer) if planned is not None else COMMANDS[args.command](args, buffer)
         quick.remember_answer(args, code, buffer.getvalue(), _NOTES)
         return code
     finally:

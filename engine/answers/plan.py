@@ -96,15 +96,15 @@ def plan(scenario: "model.Scenario", gpus: int, max_micro_batch: int = 256, max_
     if "capacity" not in scenario.values:
         raise UsageError("plan needs a GPU", hint="give --gpu GPU or --capacity 80GB")
     sizes = {n: scenario.evaluate(n) for n in SIZE_RULES}
-    # the ZeRO stages that shard differently (a stack may fix the sharding: fsdp2 is ZeRO-3's)
-    zeros = [z for z in range(4) if scenario.with_values(zero_stage=z).evaluate("shard_level") == z] or [0]
-    layouts = candidates(gpus, max_tp, divisibility, sizes, zeros, lib.options["recompute"].choices)
+    layouts = candidates(gpus, max_tp, divisibility, sizes,
+                         lambda z: scenario.with_values(zero_stage=z).evaluate("shard_level"),
+                         lib.options["recompute"].choices)
     evaluator = layout_evaluator(scenario)
     try:
         if evaluator is None:
-            raise _NotExact
-        rows = _exact_rows(evaluator, layouts, max_micro_batch, model.fit_capacity(scenario), progress)
-    except _NotExact:  # a rule without exact form (sqrt, log2): every layout in one numpy call
+            raise NotExact
+        return exact_plan(evaluator, layouts, max_micro_batch, model.fit_capacity(scenario), sort, progress)
+    except NotExact:  # a rule without exact form (sqrt, log2): every layout in one numpy call
         rows = _swept_rows(scenario, layouts, max_micro_batch, progress)
     rows.sort(key=lambda r: SORTS[sort](r))
     return rows
@@ -114,9 +114,12 @@ def plan(scenario: "model.Scenario", gpus: int, max_micro_batch: int = 256, max_
 SIZE_RULES = tuple(n for d in ("tp", "pp") for n in DIVIDES[d])
 
 
-def candidates(gpus: int, max_tp: int, divisibility: bool, sizes: dict, zeros: list, recomputes) -> list[tuple]:
+def candidates(gpus: int, max_tp: int, divisibility: bool, sizes: dict, shard_level, recomputes) -> list[tuple]:
     """Every layout (tp, pp, dp, ZeRO stage, recomputation) of ``gpus`` GPUs, tp up to
-    ``max_tp``, whose degrees divide ``sizes`` (heads, layers ...) unless ``divisibility`` is off."""
+    ``max_tp``, whose degrees divide ``sizes`` (heads, layers ...) unless ``divisibility`` is off;
+    ``shard_level(z)`` is the sharding ZeRO stage z gives (rule shard_level)."""
+    # the ZeRO stages that shard differently (a stack may fix the sharding: fsdp2 is ZeRO-3's)
+    zeros = [z for z in range(4) if shard_level(z) == z] or [0]
     layouts = []
     for tp in _divisors(gpus):
         if tp > max_tp or (divisibility and broken({"tp": tp}, sizes.get)):
@@ -141,11 +144,8 @@ def exact_plan(evaluator, layouts: list, most: int, capacity, sort: str, progres
     return rows
 
 
-class _NotExact(Exception):
+class NotExact(Exception):
     """A layout's total that the exact evaluator cannot give (a square root, a logarithm)."""
-
-
-NotExact = _NotExact
 
 
 def _exact_rows(evaluator, layouts: list, most: int, capacity, progress) -> list[Layout]:
@@ -161,7 +161,7 @@ def _exact_rows(evaluator, layouts: list, most: int, capacity, progress) -> list
                 try:
                     seen[mb] = evaluator(tp=tp, pp=pp, dp=dp, zero_stage=zero, recompute=rec, micro_batch=mb)
                 except EngineError:
-                    raise _NotExact from None
+                    raise NotExact from None
             return seen[mb]
 
         lo, hi = 1, most

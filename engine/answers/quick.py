@@ -43,6 +43,17 @@ from .report import Report
 
 planning = lazy("engine.answers.plan")  # executed on first use: only plan needs it (and numpy)
 
+#: the model sizes a parallel degree must divide (inputs or rules)
+LAYOUT_SIZES = tuple(n for ns in DIVIDES.values() for n in ns)
+
+
+def _refuse_broken(values: dict, known: dict) -> None:
+    """A layout in ``values`` that breaks a divisibility constraint (``known``: the sizes) is
+    not answered here: the full path says which constraint it breaks."""
+    if broken(values, known.get):
+        raise Unsupported("an impossible layout")
+
+
 #: the most combinations of options whose formula column is kept
 MAX_FORMULAS = 1000
 
@@ -64,12 +75,10 @@ def report(args) -> Report | None:
                  + extra_rules(values, compiled["rules"]) + [n for n in SIZES if n in compiled["rules"]])
         fit = "capacity" in values and FIT_RULE in compiled["rules"]
         check = not getattr(args, "no_divisibility", False)
-        sizes = [n for ns in DIVIDES.values() for n in ns if n in compiled["rules"]] if check else []
+        sizes = [n for n in LAYOUT_SIZES if n in compiled["rules"]] if check else []
         exact = evaluate_rules(compiled, values, names + list(compiled["components"]) + [FIT_RULE] * fit + sizes)
         if check:
-            known = dict(values, **{n: exact[n] for n in sizes})
-            if broken(values, known.get):
-                raise Unsupported("an impossible layout")  # the full path says which rule breaks
+            _refuse_broken(values, dict(values, **{n: exact[n] for n in sizes}))
         rules = {n: exact[n] for n in names}
         parts = {n: exact[n] for n in compiled["components"]}
         formulas = {}
@@ -246,16 +255,15 @@ def plan(args) -> tuple[list, list] | None:
         values = _values(compiled, args)
         if "capacity" not in values:
             return None
-        every_size = [n for ns in DIVIDES.values() for n in ns]
-        known = dict(values, **evaluate_rules(compiled, values, [n for n in (*every_size, FIT_RULE)
+        known = dict(values, **evaluate_rules(compiled, values, [n for n in (*LAYOUT_SIZES, FIT_RULE)
                                                                 if n in compiled["rules"]]))
-        if not args.no_divisibility and broken(values, known.get):
-            raise Unsupported("an impossible layout")  # the full path says which rule breaks
+        if not args.no_divisibility:
+            _refuse_broken(values, known)
         sizes = {n: known[n] for n in planning.SIZE_RULES}  # inputs or rules, as scenario.evaluate gives them
-        zeros = [z for z in range(4)
-                 if evaluate_rules(compiled, {**values, "zero_stage": z}, ["shard_level"])["shard_level"] == z] or [0]
-        layouts = planning.candidates(args.gpus, planning.MAX_TP, not args.no_divisibility, sizes, zeros,
-                                      compiled["options"]["recompute"][0])
+        layouts = planning.candidates(
+            args.gpus, planning.MAX_TP, not args.no_divisibility, sizes,
+            lambda z: evaluate_rules(compiled, {**values, "zero_stage": z}, ["shard_level"])["shard_level"],
+            compiled["options"]["recompute"][0])
         evaluator = Evaluator.of_values(compiled, "total", values, (*planning.LAYOUT, "micro_batch"))
         rows = planning.exact_plan(evaluator, layouts, args.max_micro_batch, known[FIT_RULE], args.sort)
         return rows, rows[:args.top]

@@ -323,12 +323,9 @@ class Evaluator:
     def of(cls, scenario, rules: str | Iterable[str], varying: Iterable[str] = ()) -> "Evaluator":
         """The rules of a :class:`engine.Scenario` (a preset's, a config.json's, with a user's
         rule files), its values fixed but those in ``varying``."""
-        self = cls.__new__(cls)
-        self._setup(_compiled(scenario.library), rules, varying, ())
-        merged = {n: (v if isinstance(v, str) else Fraction(int(v.p), int(v.q)))
-                  for n, v in scenario.values.items()}
-        self._build(merged)
-        return self
+        return cls.of_values(_compiled(scenario.library), rules,
+                             {n: (v if isinstance(v, str) else Fraction(int(v.p), int(v.q)))
+                              for n, v in scenario.values.items()}, varying)
 
     @classmethod
     def of_values(cls, compiled: dict, rules: str | Iterable[str], values: dict,

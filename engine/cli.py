@@ -426,6 +426,11 @@ def cmd_solve(args, out) -> int:
         raise UsageError("--multiple-of takes a whole number >= 1")
     r = solving.solve(scenario, args.direction, args.unknown, target=args.target, step=args.step,
               multiple_of=args.multiple_of, divisibility=not args.no_divisibility)
+    return _print_solve(args, r, out)
+
+
+def _print_solve(args, r, out) -> int:
+    """A :class:`~engine.answers.search.SolveResult` as ``memform solve`` prints it."""
     if args.json:
         out.write(json.dumps(r.to_json(), indent=2) + "\n")
         return 0
@@ -703,9 +708,15 @@ def _answered(args, out) -> int:
         out.write(shown)
         return 0
     planned = quick.plan(args) if args.command == "plan" else None  # a preset's layouts: no sympy
+    solved = quick.solve(args) if args.command == "solve" else None  # a preset's workload: no sympy
     buffer, _NOTES = io.StringIO(), []
     try:
-        code = _print_plan(args, *planned, buffer) if planned is not None else COMMANDS[args.command](args, buffer)
+        if planned is not None:
+            code = _print_plan(args, *planned, buffer)
+        elif solved is not None:
+            code = _print_solve(args, solved, buffer)
+        else:
+            code = COMMANDS[args.command](args, buffer)
         quick.remember_answer(args, code, buffer.getvalue(), _NOTES)
         return code
     finally:

@@ -180,6 +180,50 @@ def test_plan_without_sympy_is_the_full_paths(lib, compiled, monkeypatch, tmp_pa
     assert answered > len(cases) // 2  # the comparison is not vacuous
 
 
+def test_solve_without_sympy_is_the_full_paths(lib, compiled, monkeypatch, tmp_path):
+    """``memform solve`` of a preset's micro_batch or seq_len from the compiled form
+    (quick.solve: the shared search over the exact total, the closed form written out where the
+    total is linear in the unknown) answers what the full path answers, field for field, or
+    not at all: every model preset, both unknowns, random settings, steps and multiples."""
+    from engine.cli import build_parser
+    from engine.answers import solve as solving
+    from engine.library import layout
+    monkeypatch.setattr(fast, "_read", lambda kind, key: compiled if kind == "compiled" else None)
+    monkeypatch.setattr(fast, "_key", lambda: "test")
+    monkeypatch.chdir(tmp_path)  # no file named like a preset
+    rng = random.Random("solve")
+    models = sorted(name for kind, name in lib.presets if kind == "model")
+    extras = [[], ["--set", "zero_stage=3", "--set", "dp=13"], ["--set", "recompute=full", "--set", "dp=8"],
+              ["--set", "seq_len=8192"], ["--set", "micro_batch=4"], ["--set", "finetune=lora"],
+              ["--set", "stack=megatron", "--set", "tp=2"], ["--set", "stack=fsdp2", "--set", "dp=7"],
+              ["--step", "pow2"], ["--multiple-of", "3"], ["--set", "mode=infer"], ["--set", "attention=eager"],
+              ["--set", "tp=3"], ["--set", "tp=3", "--no-divisibility"], ["--target", "activations"]]
+    cases = [(m, u, rng.choice(["max", "max", "min"]), rng.choice(["h100-80g", "h200-141g", "mi300x"]),
+              rng.choice(extras)) for m in models for u in ("micro_batch", "seq_len")]
+    answered = closed = feasible = 0
+    for model, unknown, direction, gpu, extra in cases:
+        argv = ["solve", direction, unknown, model, "--gpu", gpu, *extra]
+        args = build_parser().parse_args(argv)
+        quick = fast.solve(args)
+        sets = dict(parse_setting(lib, t) for t in args.sets)
+        scenario = Scenario.create(lib, model, gpu).with_values(**sets)
+        try:
+            if not args.no_divisibility:  # as the command line checks a pinned layout
+                layout.check(scenario)
+            full = solving.solve(scenario, direction, unknown, target=args.target, step=args.step,
+                                 multiple_of=args.multiple_of, divisibility=not args.no_divisibility)
+        except EngineError:
+            assert quick is None, argv  # the full path reports it
+            continue
+        feasible += 1
+        if quick is None:
+            continue
+        assert (quick.to_json(), quick.closed_value) == (full.to_json(), full.closed_value), argv
+        answered += 1
+        closed += quick.method == "closed-form"
+    assert answered > feasible // 2 and closed > feasible // 4  # the comparison is not vacuous
+
+
 @given(st.dictionaries(st.tuples(*[st.integers(0, 3)] * 3),
                        st.fractions(max_denominator=50).filter(lambda c: c != 0), max_size=6))
 @settings(max_examples=300, deadline=None)
@@ -194,6 +238,33 @@ def test_a_polynomial_is_printed_as_sympy_prints_it(terms):
                        for exps, c in terms.items()))
     assert columns.text(poly) == sympy.sstr(expr, order="grlex")
     assert columns.from_sympy(expr) == poly
+
+
+_COEFF = st.fractions(min_value=-10**12, max_value=10**12, max_denominator=1024).filter(lambda c: c != 0)
+
+
+@given(st.sampled_from(["micro_batch", "seq_len"]), st.sampled_from([(), (("n_params", 1),), ((2,),)]),
+       _COEFF.map(abs), _COEFF, _COEFF)
+@settings(max_examples=200, deadline=None)
+def test_a_root_is_printed_as_sympy_prints_it(unknown, extra, slope, per_param, constant):
+    """columns.root_text of a total linear in the unknown (slope * unknown * the other workload
+    name, + n_params and constant terms) is what the full solve prints, sympy.sstr of
+    sympy.simplify of sympy.solve's root, whenever linear_root writes one."""
+    from engine.compile import columns
+    other = "seq_len" if unknown == "micro_batch" else "micro_batch"
+    slope_monomial = tuple(sorted(((other, 2),) if extra == ((2,),) else (*extra, (other, 1))))
+    poly = {tuple(sorted((*slope_monomial, (unknown, 1)))): slope, (("n_params", 1),): per_param, (): constant}
+    try:
+        got = columns.root_text(*columns.linear_root(poly, unknown, "usable_memory"))
+    except constants.Unsupported:
+        return  # the full path answers
+    symbols = {"n_params": sympy.Symbol("n_params"), unknown: sympy.Symbol(unknown, nonnegative=True),
+               other: sympy.Symbol(other, nonnegative=True)}
+    cap, x = sympy.Symbol("usable_memory", positive=True), sympy.Dummy(unknown, positive=True)
+    expr = sum(sympy.Rational(c.numerator, c.denominator) * sympy.Mul(*(symbols[n] ** e for n, e in m))
+               for m, c in poly.items())
+    root, = sympy.solve(sympy.Eq(expr.xreplace({symbols[unknown]: x}), cap), x)
+    assert got == sympy.sstr(sympy.simplify(root))
 
 
 SETTINGS = ["micro_batch=8", "seq_len=4096", "dp = 64", "zero_stage=3", "optimizer=adam8bit",
@@ -313,14 +384,17 @@ def test_show_solve_plan_and_docs_answer_again_without_sympy(tmp_path):
     for argv in ANSWERED:
         rc, imported, full = run(argv, MEMFORM_NO_CACHE="1")
         assert rc == 0 and imported and full.strip()
-        # derived, and kept; plan of a preset lists its layouts from the compiled form (which the
-        # commands before built) without sympy
-        assert run(argv) == [0, argv[0] != "plan", full], argv
+        # derived, and kept; plan of a preset lists its layouts, and solve finds its micro_batch,
+        # from the compiled form (which the commands before built) without sympy
+        compiled_form = argv[0] == "plan" or argv[:3] == ["solve", "max", "micro_batch"]
+        assert run(argv) == [0, not compiled_form, full], argv
         assert run(argv) == [0, False, full], argv  # the kept text
     # another value is derived anew (and kept in its turn); show of a polynomial is written out
-    # from the compiled form, with sympy nowhere
-    assert run(ANSWERED[2] + ["--set", "seq_len=8192"])[:2] == [0, True]
+    # from the compiled form, with sympy nowhere, and so is solve's linear closed form
+    assert run(ANSWERED[3] + ["--set", "seq_len=2048"])[:2] == [0, True]
     assert run(ANSWERED[0] + ["--set", "tp=2"])[:2] == [0, False]
+    new_value = ANSWERED[2] + ["--set", "seq_len=8192"]
+    assert run(new_value) == [0, False, run(new_value, MEMFORM_NO_CACHE="1")[2]]
     # plan of a preset with a new GPU count: its layouts from the compiled form, as the full path
     # lists them
     new_count = ANSWERED[4][:5] + ["48", "--top", "5"]

@@ -27,7 +27,7 @@ ALLOWED_INNER = {
     ("answers/measure.py", "torch.profiler"), ("answers/measure.py", "peft"),
     ("present/plot.py", "matplotlib.backends.backend_agg"), ("present/plot.py", "matplotlib.figure"),
     ("library/hub.py", "huggingface_hub"),
-    ("answers/estimate.py", "..present.docs"), ("answers/solve.py", "..present.docs"),
+    ("answers/estimate.py", "..present.docs"), ("answers/search.py", "..present.docs"),
 }
 
 

@@ -13,7 +13,9 @@ reuse it.
 ``show``, ``solve`` and ``plan`` of a preset (:data:`engine.cli.ANSWERED`) and the reference of
 ``memform docs`` are kept too, as the text they printed, under a key of the sources and the
 command's arguments: asked again, they print it without sympy.  ``show`` of a rule that is a
-polynomial is written out from the compiled trees even the first time (:func:`show`).
+polynomial is written out from the compiled trees even the first time (:func:`show`), ``plan``
+of a preset lists its layouts from them (:func:`plan`), and ``solve`` of a preset's micro_batch
+or seq_len searches them and writes a linear closed form out as sympy does (:func:`solve`).
 
 This path answers only when it can answer exactly as the full path would: on anything else
 (an unknown name, a bad value, a rule file of the user's own, a Hugging Face config, an
@@ -29,16 +31,17 @@ import os
 from pathlib import Path
 from types import SimpleNamespace
 
-from ..compile.columns import Polynomials, text
+from ..compile.columns import Polynomials, linear_root, root_text, text
 from ..compile.exact import Evaluator, bindings, evaluate_rules
 from ..compile.outline import (FIT_RULE, OPAQUE_RULES, SHOWN_INPUTS, SIZES, TOP_LEVEL,
-                               TOTAL_OPAQUE, extra_rules)
+                               TOTAL_OPAQUE, check_usable, extra_rules)
 from ..compile.trees import _key, _read, _setting, _write
 from ..errors import EngineError
 from ..lang.constants import Unsupported
 from ..lazy import lazy
 from ..library.layout import DIVIDES, broken
 from ..paths import data_path
+from . import search
 from .report import Report
 
 planning = lazy("engine.answers.plan")  # executed on first use: only plan needs it (and numpy)
@@ -270,6 +273,95 @@ def plan(args) -> tuple[list, list] | None:
     except (planning.NotExact, Unsupported, EngineError, ArithmeticError, ValueError, TypeError, KeyError,
             IndexError, AttributeError, RecursionError):
         return None  # whatever the cause, the full path answers or reports it
+
+
+#: the unknowns :func:`solve` answers (no layout constraint: a search over every whole value)
+SOLVED = SHOWN_INPUTS
+#: the most bits of a value the compiled solve works with (the full path bounds the rest)
+SOLVE_BITS = 256
+
+
+def solve(args) -> search.SolveResult | None:
+    """What ``memform solve max|min micro_batch|seq_len`` answers for a preset, from the
+    compiled library: the same candidates, monotonicity grid and bisection as
+    :func:`engine.answers.solve.solve` over the exact target, and its closed form where the
+    target is linear in the unknown (:func:`engine.compile.columns.linear_root`, written as
+    sympy writes it); or None: the full path answers, with its errors and the forms sympy
+    finds."""
+    unknown, direction, step, k = args.unknown, args.direction, args.step, args.multiple_of
+    if (getattr(args, "rules", None) or unknown not in SOLVED or direction not in ("max", "min")
+            or step not in ("1", "pow2") or type(k) is not int or not 1 <= k <= search.UPPER):
+        return None
+    key = _key()
+    compiled = _read("compiled", key) if key else None
+    if compiled is None or args.target not in compiled["rules"] or FIT_RULE not in compiled["rules"]:
+        return None
+    try:
+        values = _values(compiled, args)
+        if "capacity" not in values or any(_bits(v) > SOLVE_BITS for v in values.values()):
+            return None
+        if not args.no_divisibility:  # as the full path checks a pinned layout
+            _refuse_broken(values, dict(values, **evaluate_rules(
+                compiled, values, [n for n in LAYOUT_SIZES if n in compiled["rules"]])))
+        capacity = evaluate_rules(compiled, values, [FIT_RULE])[FIT_RULE]
+        check_usable(capacity)
+        f = Evaluator.of_values(compiled, args.target, values, (unknown,))
+        _, integer, lower, _, _ = compiled["inputs"][unknown]
+        if not integer:
+            return None
+        cand, i_lo, i_hi = search.candidates(max(1, -(-lower // 1)) if lower is not None else 1, k, step)
+        at = {}
+
+        def value(x: int):
+            if x not in at:
+                at[x] = f(**{unknown: x})
+                if _bits(at[x]) > SOLVE_BITS:
+                    raise Unsupported("a value too large to be sure of")
+            return at[x]
+        increasing = direction == "max"
+        ys = [value(int(x)) for x in search.grid(cand(i_lo), cand(i_hi))]
+        if any(b < a if increasing else b > a for a, b in zip(ys, ys[1:])):
+            return None  # the full path says where it turns
+        if value(cand(i_lo) if increasing else cand(i_hi)) > capacity:
+            return None  # the full path says what does not fit
+        answer, nxt = search.bisect(lambda x: value(x) <= capacity, direction, cand, i_lo, i_hi)
+        closed_form, closed = _closed_form(compiled, values, unknown, args.target, capacity, direction, k, step)
+        method = "closed-form" if closed_form.startswith(f"{unknown} ") and closed == answer else "search"
+        return search.SolveResult(unknown, direction, answer, closed_form, value(answer),
+                                  None if nxt is None else value(nxt), nxt, method, closed, capacity,
+                                  args.target, tuple(search.constraints(unknown, k, step)), None,
+                                  values["capacity"])
+    except (Unsupported, EngineError, ArithmeticError, ValueError, TypeError, KeyError, IndexError,
+            AttributeError, RecursionError):
+        return None  # whatever the cause, the full path answers or reports it
+
+
+def _bits(v) -> int:
+    return max(abs(v.numerator).bit_length(), v.denominator.bit_length()) if not isinstance(v, str) else 0
+
+
+def _closed_form(compiled, values, unknown, target, capacity, direction, k, step) -> tuple[str, int | None]:
+    """The closed form :func:`engine.answers.solve.solve` prints and the whole value it gives,
+    where the target is linear in the unknown; Unsupported where sympy is needed to say."""
+    fixed, pins = bindings(compiled, values)
+    keep = tuple(dict.fromkeys((unknown, *SHOWN_INPUTS)))
+    ratio, num, m = linear_root(Polynomials(compiled, fixed, pins, keep, ("n_params",)).rule(target),
+                                unknown, FIT_RULE)
+    known = {FIT_RULE: capacity, "n_params": evaluate_rules(compiled, values, ["n_params"])["n_params"]}
+    for name, _ in m:
+        known[name] = values[name]
+    root = ratio * sum(c * _product(mono, known) for mono, c in num.items()) / _product(m, known)
+    if step != "1" or root <= 0:
+        return f"{target}({unknown}) <= usable_memory", None
+    whole = (root // k if direction == "max" else -(-root // k)) * k
+    return f"{unknown} {'<=' if direction == 'max' else '>='} {root_text(ratio, num, m)}", int(whole)
+
+
+def _product(monomial: tuple, known: dict):
+    out = 1
+    for name, e in monomial:
+        out *= known[name] ** e
+    return out
 
 
 def _docs_key(fmt: str) -> str | None:

@@ -4,12 +4,14 @@ The answer always comes from an exact integer search over an expression checked 
 monotone in the unknown, so it never returns a value that does not fit.  The closed form
 (``micro_batch <= (C - 11 P / 5 - ...) / (...)``) is derived by sympy on the piece of the
 expression that is active at the answer, and is reported as the method only when its
-floor (or ceiling) reproduces the searched answer.
+floor (or ceiling) reproduces the searched answer.  The candidates, the monotonicity grid and
+the bisection are :mod:`engine.answers.search`'s, shared with the compiled path
+(:func:`engine.answers.quick.solve`), which answers a preset's micro_batch and seq_len without
+sympy where the target is linear in them.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 import sympy
@@ -22,43 +24,10 @@ from ..lang.rules import InputDecl
 from ..library.layout import DIVIDES
 from .estimate import formula
 from .report import whole_bytes
+from .search import UPPER, SolveResult, bisect, candidates, grid
+from .search import constraints as stated
 
-UPPER = 2**24
-
-
-@dataclass(frozen=True)
-class SolveResult:
-    """The answer of :func:`solve`."""
-
-    unknown: str
-    direction: str
-    value: int
-    closed_form: str
-    bytes_at_value: sympy.Rational
-    bytes_at_next: sympy.Rational | None
-    next_value: int | None
-    method: str
-    closed_value: int | None  # the closed form's bound evaluated, where sympy found one
-    capacity: sympy.Rational  # what the target must fit in: rule usable_memory
-    target: str
-    constraints: tuple[str, ...] = field(default_factory=tuple)
-    bound: sympy.Rel | None = None  # the closed form as a relation, when it is the method
-    gpu_capacity: sympy.Rational | None = None  # the GPU's memory as nvidia-smi gives it (input capacity)
-
-    def _repr_latex_(self) -> str:
-        """The answer and its closed form as LaTeX (Jupyter)."""
-        from ..present.docs import solve_latex
-        return solve_latex(self)
-
-    def to_json(self) -> dict:
-        return {"unknown": self.unknown, "value": self.value, "closed_form": self.closed_form,
-                "bytes_at_value": whole_bytes(self.bytes_at_value),
-                "bytes_at_next": None if self.bytes_at_next is None else whole_bytes(self.bytes_at_next),
-                "next_value": self.next_value, "method": self.method, "direction": self.direction,
-                "target": self.target,
-                "capacity_bytes": whole_bytes(self.capacity if self.gpu_capacity is None else self.gpu_capacity),
-                "usable_bytes": whole_bytes(self.capacity),
-                "constraints": list(self.constraints)}
+__all__ = ["SolveResult", "UPPER", "solve"]
 
 
 def _gb(value) -> str:
@@ -130,21 +99,11 @@ def solve(scenario: Scenario, direction: str, unknown: str, target: str = "total
             scenario.with_values(**{unknown: x}).evaluate(target)
         return value
 
-    # candidate values: 1, 2, 3... or powers of two, times multiple_of
     k = multiple_of
-    cand = (lambda i: k * 2**i) if step == "pow2" else (lambda i: k * i)
-    i_lo = 0 if step == "pow2" else 1
-    while cand(i_lo) < lo:
-        i_lo += 1
-    i_hi = max(i_lo, upper // k if step == "1" else (upper // k).bit_length() - 1)
+    cand, i_lo, i_hi = candidates(lo, k, step, upper)
     divides = [r for r in DIVIDES.get(unknown, ()) if divisibility]
     divisors = {r: scenario.evaluate(r) for r in divides}
-    constraints = []
-    if k > 1:
-        constraints.append(f"{unknown} is a multiple of {k}")
-    if step == "pow2":
-        constraints.append(f"{unknown} is a power of two")
-    constraints += [f"{unknown} divides {r} ({divisors[r]})" for r in divides]
+    constraints = stated(unknown, k, step) + [f"{unknown} divides {r} ({divisors[r]})" for r in divides]
 
     def valid(x: int) -> bool:
         return all((divisors[r] / x).is_Integer for r in divides)
@@ -164,26 +123,13 @@ def solve(scenario: Scenario, direction: str, unknown: str, target: str = "total
         pos = xs.index(value)
         others = xs[pos + 1:] if direction == "max" else xs[:pos][::-1]
         nxt = others[0] if others else None
-    elif direction == "max":
-        _check_monotone(f, sym, cand(i_lo), cand(i_hi), True, unknown, at)
-        if at(cand(i_lo)) > capacity:
-            raise _infeasible(scenario, target, unknown, cand(i_lo), at(cand(i_lo)), capacity, direction)
-        a, b = i_lo, i_hi  # invariant: cand(a) fits
-        while a < b:
-            mid = (a + b + 1) // 2
-            a, b = (mid, b) if at(cand(mid)) <= capacity else (a, mid - 1)
-        value = cand(a)
-        nxt = cand(a + 1) if a < i_hi else None
     else:
-        _check_monotone(f, sym, cand(i_lo), cand(i_hi), False, unknown, at)
-        if at(cand(i_hi)) > capacity:
-            raise _infeasible(scenario, target, unknown, cand(i_hi), at(cand(i_hi)), capacity, direction)
-        a, b = i_lo, i_hi  # invariant: cand(b) fits
-        while a < b:
-            mid = (a + b) // 2
-            a, b = (a, mid) if at(cand(mid)) <= capacity else (mid + 1, b)
-        value = cand(b)
-        nxt = cand(b - 1) if b > i_lo else None
+        increasing = direction == "max"
+        _check_monotone(f, sym, cand(i_lo), cand(i_hi), increasing, unknown, at)
+        edge = cand(i_lo) if increasing else cand(i_hi)
+        if at(edge) > capacity:
+            raise _infeasible(scenario, target, unknown, edge, at(edge), capacity, direction)
+        value, nxt = bisect(lambda x: at(x) <= capacity, direction, cand, i_lo, i_hi)
     bytes_at = at(value)
     bytes_next = at(nxt) if nxt is not None else None
     text, closed, bound = _closed_form(scenario, f, sym, unknown, target, capacity, direction, value, k, step)
@@ -208,8 +154,7 @@ def _check_monotone(f, sym, lo: int, hi: int, increasing: bool, unknown: str, at
 
 
 def _check_monotone_uncached(f, sym, lo, hi, increasing, unknown, at) -> None:
-    xs = np.unique(np.concatenate([np.arange(lo, min(hi, lo + 64) + 1),
-                                   np.floor(np.geomspace(max(lo, 1), max(hi, 1), 400))]))
+    xs = grid(lo, hi)
     with np.errstate(all="ignore"):  # an overflow is an infinity, still ordered
         try:
             ys = real_values(compile_expr(f, [sym])(xs), len(xs))

@@ -220,9 +220,10 @@ def _term(monomial: tuple, c: Fraction) -> str:
     return ("-" if c < 0 else "") + body
 
 
-def text(p: Poly) -> str:
+def text(p: Poly, order: str = "grlex") -> str:
     """A polynomial as ``sympy.sstr(expr, order="grlex")`` prints it: terms by total degree,
-    then by their exponents over the names in alphabetical order, highest first."""
+    then by their exponents over the names in alphabetical order, highest first; with
+    ``order="lex"`` by the exponents alone, as ``sympy.sstr(expr)`` prints a sum."""
     if not p:
         return "0"
     names = sorted({n for m in p for n, _ in m})
@@ -230,7 +231,7 @@ def text(p: Poly) -> str:
     def key(m: tuple):
         exps = dict(m)
         vector = tuple(exps.get(n, 0) for n in names)
-        return sum(vector), vector
+        return (sum(vector), vector) if order == "grlex" else vector
 
     out = ""
     for i, m in enumerate(sorted(p, key=key, reverse=True)):
@@ -240,6 +241,45 @@ def text(p: Poly) -> str:
         else:
             out += f" - {t[1:]}" if t.startswith("-") else f" + {t}"
     return out
+
+
+def linear_root(p: Poly, x: str, rhs: str) -> tuple[Fraction, Poly, tuple]:
+    """The root of ``p = rhs`` in ``x``, for ``p`` of degree one in ``x`` whose coefficient of
+    ``x`` is one positive term and whose other terms are constant or linear in ``n_params``, as
+    sympy writes it: ``R * P / m``, a positive rational R, a primitive polynomial P with whole
+    coefficients and a monomial m (anything else: Unsupported).
+
+    >>> linear_root({(("n_params", 1),): Fraction(11, 5), (("s", 1), ("x", 1)): Fraction(3, 10),
+    ...              (): Fraction(7)}, "x", "C")
+    (Fraction(2, 3), {(('C', 1),): 5, (('n_params', 1),): -11, (): -35}, (('s', 1),))
+    """
+    slope, rest = {}, {}
+    for m, c in p.items():
+        e = dict(m).get(x, 0)
+        if e == 0:
+            rest[m] = c
+        elif e == 1:
+            slope[tuple((n, k) for n, k in m if n != x)] = c
+        else:
+            raise Unsupported(f"not linear in {x}")
+    if len(slope) != 1 or any(m not in ((), (("n_params", 1),)) for m in rest):
+        raise Unsupported("a root sympy writes otherwise")
+    (m, c), = slope.items()
+    num = _add({((rhs, 1),): Fraction(1)}, _neg(rest))
+    if c <= 0 or not m or len(num) < 3 or any((v / c).denominator == 1 for v in num.values()):
+        raise Unsupported("a root sympy writes otherwise")  # e.g. (usable_memory - n_params - 5/2)/seq_len
+    content = Fraction(math.gcd(*(v.numerator for v in num.values())),
+                       math.lcm(*(v.denominator for v in num.values())))
+    return content / c, {k: int(v / content) for k, v in num.items()}, m
+
+
+def root_text(ratio: Fraction, num: Poly, m: tuple) -> str:
+    """A :func:`linear_root` as ``sympy.sstr(sympy.simplify(root))`` prints it."""
+    bottom = _term(m, Fraction(ratio.denominator))
+    if ratio.denominator != 1 or len(m) > 1 or m[0][1] != 1:
+        bottom = f"({bottom})"
+    top = f"({text(num, order='lex')})"
+    return (f"{ratio.numerator}*{top}" if ratio.numerator != 1 else top) + f"/{bottom}"
 
 
 def from_sympy(expr) -> Poly | None:

@@ -1,0 +1,95 @@
+"""The search behind ``memform solve``, over any exact function of the unknown.
+
+The full path (:func:`engine.answers.solve.solve`: sympy values) and the compiled one
+(:func:`engine.answers.quick.solve`: Fractions from :class:`engine.compile.exact.Evaluator`)
+share the candidates for the unknown, the points where it is checked to be monotone and the
+bisection, so the two answer alike.  Neither sympy nor numpy is needed to import this module.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..lazy import lazy
+from .report import whole_bytes
+
+np = lazy("numpy")  # the monotonicity grid
+
+#: the largest value of the unknown that is searched
+UPPER = 2**24
+
+
+@dataclass(frozen=True)
+class SolveResult:
+    """The answer of :func:`engine.answers.solve.solve` (bytes are sympy Rationals there,
+    Fractions on the compiled path)."""
+
+    unknown: str
+    direction: str
+    value: int
+    closed_form: str
+    bytes_at_value: object
+    bytes_at_next: object | None
+    next_value: int | None
+    method: str
+    closed_value: int | None  # the closed form's bound evaluated, where one was found
+    capacity: object  # what the target must fit in: rule usable_memory
+    target: str
+    constraints: tuple[str, ...] = field(default_factory=tuple)
+    bound: object | None = None  # the closed form as a sympy relation, when it is the method (full path)
+    gpu_capacity: object | None = None  # the GPU's memory as nvidia-smi gives it (input capacity)
+
+    def _repr_latex_(self) -> str:
+        """The answer and its closed form as LaTeX (Jupyter)."""
+        from ..present.docs import solve_latex
+        return solve_latex(self)
+
+    def to_json(self) -> dict:
+        return {"unknown": self.unknown, "value": self.value, "closed_form": self.closed_form,
+                "bytes_at_value": whole_bytes(self.bytes_at_value),
+                "bytes_at_next": None if self.bytes_at_next is None else whole_bytes(self.bytes_at_next),
+                "next_value": self.next_value, "method": self.method, "direction": self.direction,
+                "target": self.target,
+                "capacity_bytes": whole_bytes(self.capacity if self.gpu_capacity is None else self.gpu_capacity),
+                "usable_bytes": whole_bytes(self.capacity),
+                "constraints": list(self.constraints)}
+
+
+def candidates(lo: int, multiple_of: int, step: str, upper: int = UPPER):
+    """The values tried, ``cand(i)`` for ``i_lo <= i <= i_hi``: 1, 2, 3 ... or the powers of
+    two, times ``multiple_of``, from the first at least ``lo``."""
+    k = multiple_of
+    cand = (lambda i: k * 2**i) if step == "pow2" else (lambda i: k * i)
+    i_lo = 0 if step == "pow2" else 1
+    while cand(i_lo) < lo:
+        i_lo += 1
+    i_hi = max(i_lo, upper // k if step == "1" else (upper // k).bit_length() - 1)
+    return cand, i_lo, i_hi
+
+
+def constraints(unknown: str, multiple_of: int, step: str) -> list[str]:
+    """The constraints on the values tried, as the answer states them."""
+    out = [f"{unknown} is a multiple of {multiple_of}"] if multiple_of > 1 else []
+    return out + ([f"{unknown} is a power of two"] if step == "pow2" else [])
+
+
+def grid(lo: int, hi: int):
+    """The whole values where the target is checked to be monotone: every one of the first
+    65 and 400 spaced evenly on a log scale up to ``hi`` (a numpy array of floats)."""
+    return np.unique(np.concatenate([np.arange(lo, min(hi, lo + 64) + 1),
+                                     np.floor(np.geomspace(max(lo, 1), max(hi, 1), 400))]))
+
+
+def bisect(fits, direction: str, cand, i_lo: int, i_hi: int) -> tuple[int, int | None]:
+    """The largest (``max``) or smallest (``min``) candidate for which ``fits`` holds, and the
+    candidate beyond it (None at the end of the range); ``fits`` is monotone and holds at
+    ``cand(i_lo)`` (max) or ``cand(i_hi)`` (min)."""
+    a, b = i_lo, i_hi
+    if direction == "max":  # invariant: cand(a) fits
+        while a < b:
+            mid = (a + b + 1) // 2
+            a, b = (mid, b) if fits(cand(mid)) else (a, mid - 1)
+        return cand(a), (cand(a + 1) if a < i_hi else None)
+    while a < b:  # invariant: cand(b) fits
+        mid = (a + b) // 2
+        a, b = (a, mid) if fits(cand(mid)) else (mid + 1, b)
+    return cand(b), (cand(b - 1) if b > i_lo else None)

@@ -169,8 +169,16 @@ def _exact_rows(evaluator, layouts: list, most: int, capacity, progress) -> list
             lo = 0
         elif total(hi) <= capacity:
             lo = hi
-        else:
-            while hi - lo > 1:  # total(lo) fits, total(hi) does not
+        else:  # total(lo) fits, total(hi) does not
+            # the line through them puts the boundary where a total linear in the micro-batch
+            # has it (most do): two evaluations there, and bisection only where it is off
+            t_lo, t_hi = total(lo), total(hi)
+            guess = lo + int((capacity - t_lo) * (hi - lo) // (t_hi - t_lo))
+            if lo < guess < hi:
+                lo, hi = (guess, hi) if total(guess) <= capacity else (lo, guess)
+            if lo < guess + 1 < hi:
+                lo, hi = (guess + 1, hi) if total(guess + 1) <= capacity else (lo, guess + 1)
+            while hi - lo > 1:
                 mid = (lo + hi) // 2
                 lo, hi = (mid, hi) if total(mid) <= capacity else (lo, mid)
         if lo:

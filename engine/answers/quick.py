@@ -319,7 +319,7 @@ def solve(args) -> search.SolveResult | None:
                     raise Unsupported("a value too large to be sure of")
             return at[x]
         increasing = direction == "max"
-        ys = [value(int(x)) for x in search.grid(cand(i_lo), cand(i_hi))]
+        ys = [value(x) for x in search.grid(cand(i_lo), cand(i_hi))]
         if any(b < a if increasing else b > a for a, b in zip(ys, ys[1:])):
             return None  # the full path says where it turns
         if value(cand(i_lo) if increasing else cand(i_hi)) > capacity:

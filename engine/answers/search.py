@@ -3,16 +3,14 @@
 The full path (:func:`engine.answers.solve.solve`: sympy values) and the compiled one
 (:func:`engine.answers.quick.solve`: Fractions from :class:`engine.compile.exact.Evaluator`)
 share the candidates for the unknown, the points where it is checked to be monotone and the
-bisection, so the two answer alike.  Neither sympy nor numpy is needed to import this module.
+bisection, so the two answer alike.  Neither sympy nor numpy is imported here.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
-from ..lazy import lazy
 from .report import whole_bytes
-
-np = lazy("numpy")  # the monotonicity grid
 
 #: the largest value of the unknown that is searched
 UPPER = 2**24
@@ -72,11 +70,12 @@ def constraints(unknown: str, multiple_of: int, step: str) -> list[str]:
     return out + ([f"{unknown} is a power of two"] if step == "pow2" else [])
 
 
-def grid(lo: int, hi: int):
-    """The whole values where the target is checked to be monotone: every one of the first
-    65 and 400 spaced evenly on a log scale up to ``hi`` (a numpy array of floats)."""
-    return np.unique(np.concatenate([np.arange(lo, min(hi, lo + 64) + 1),
-                                     np.floor(np.geomspace(max(lo, 1), max(hi, 1), 400))]))
+def grid(lo: int, hi: int) -> list[int]:
+    """The whole values where the target is checked to be monotone, in order: every one of
+    the first 65 from ``lo`` and 400 spaced about evenly on a log scale from ``lo`` to ``hi``."""
+    a, b = max(lo, 1), max(hi, 1)
+    spaced = {a, b} | {min(b, max(a, math.floor(a * (b / a) ** (i / 399)))) for i in range(1, 399)}
+    return sorted(spaced | set(range(lo, min(hi, lo + 64) + 1)))
 
 
 def bisect(fits, direction: str, cand, i_lo: int, i_hi: int) -> tuple[int, int | None]:

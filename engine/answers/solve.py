@@ -154,7 +154,7 @@ def _check_monotone(f, sym, lo: int, hi: int, increasing: bool, unknown: str, at
 
 
 def _check_monotone_uncached(f, sym, lo, hi, increasing, unknown, at) -> None:
-    xs = grid(lo, hi)
+    xs = np.array(grid(lo, hi), dtype=float)
     with np.errstate(all="ignore"):  # an overflow is an infinity, still ordered
         try:
             ys = real_values(compile_expr(f, [sym])(xs), len(xs))

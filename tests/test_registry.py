@@ -153,3 +153,45 @@ def test_a_comparison_of_a_side_that_is_never_real_is_located(tmp_path):
         engine.load(extra=[path])
     assert "a comparison in check \"never real\" has a side that is never a real number" in info.value.message
     assert info.value.span.file.endswith("unreal.mem") and info.value.span.line == 1
+
+
+USER_FILES = [
+    'override rule weights : bytes = 2 * base_weights + adapter_weights "twice the weights"',
+    'input spare : bytes >= 0 = 1 GiB "set aside"\n'
+    'override rule cuda_context : bytes = spare "the context is what is set aside"',
+    'option room in {none, some} = none "room"\n'
+    'rule roomy : bytes = if room == some then 1 GiB else 0 B "room kept"\n'
+    'check "room is never negative": roomy >= 0 B',
+    'override rule n_params : params = 7e9 "a nominal size"',
+    'override rule norm_params : params = 3 * hidden_size "a norm with three vectors"',
+    'override rule norm_params : bytes = 2 B "a unit that the rules using it refuse"',
+    'override rule layer_norm_count : count = layer_norm_count + 1 "a cycle"',
+    'dtype bf16 = 3 B "a dtype defined twice"',
+]
+
+
+@pytest.mark.parametrize("text", USER_FILES)
+def test_a_user_file_resolves_beside_the_shipped_library_as_afresh(lib, tmp_path, text):
+    """A user's rule file added to the shipped library taken as the base (its declarations,
+    and the resolved expressions of the rules the file leaves unchanged: registry.build's
+    base, what the cache does) resolves to what parsing and resolving everything afresh
+    gives, expression for expression, or fails with the same errors."""
+    from engine.library import registry
+    path = tmp_path / "user.mem"
+    path.write_text(text + "\n")
+    built = []
+    for base in (None, lib):
+        try:
+            built.append(registry.build([path], base=base))
+        except engine.EngineError as exc:
+            built.append(str(exc))
+    fresh, reused = built
+    if isinstance(fresh, str):
+        assert reused == fresh
+        return
+    assert not isinstance(reused, str), reused
+    assert reused.decls == fresh.decls and list(reused.decls) == list(fresh.decls)
+    assert reused.lowered == fresh.lowered and reused.deps == fresh.deps and reused.order == fresh.order
+    assert reused.lowered_checks == fresh.lowered_checks and reused.presets == fresh.presets
+    taken = sum(reused.lowered[n] is lib.lowered.get(n) for n in reused.rules)
+    assert taken > len(reused.rules) // 2  # the base was used, not bypassed

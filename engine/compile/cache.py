@@ -16,7 +16,8 @@ def load(extra: Iterable[str | Path] = (), folder: str | Path | None = None) -> 
     """Load and resolve the formula library, plus a user's rule files.
 
     The shipped library alone is kept in the cache as a snapshot
-    (:mod:`engine.library.snapshot`), and the compiled form that :mod:`engine.answers.quick`
+    (:mod:`engine.library.snapshot`); with a user's files, its rules they leave unchanged are
+    taken over from it (without the cache everything is resolved afresh), and the compiled form that :mod:`engine.answers.quick`
     answers from is checked against it (and written when missing or different).
 
     Examples
@@ -26,8 +27,10 @@ def load(extra: Iterable[str | Path] = (), folder: str | Path | None = None) -> 
     True
     """
     extra = list(extra)
-    if folder is not None or extra or os.environ.get("MEMFORM_NO_CACHE"):
+    if folder is not None or os.environ.get("MEMFORM_NO_CACHE"):
         return build(extra, folder)
+    if extra:  # the shipped rules a user's files leave as they are resolve as in the shipped library
+        return build(extra, base=load())
     key = fingerprint(data_path("formulas"), grammar_path())
     library, built = None, False
     stored = read("library", key)

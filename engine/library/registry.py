@@ -141,24 +141,28 @@ class Library:
         return Fraction(UNITS[self.decls[name].unit][0])
 
     # ------------------------------------------------------------------ resolution
-    def resolve(self) -> "Library":
-        """Check every name, unit and dependency; build the resolved expressions."""
+    def resolve(self, base: "Library | None" = None) -> "Library":
+        """Check every name, unit and dependency; build the resolved expressions.
+
+        ``base``: a resolved library (the shipped one, when a user's rule files are added to
+        it) whose resolved expression a rule takes over where its own would be the same: the
+        rule, its unit and the declaration of every name it uses are unchanged (a rule used
+        only by its unit).  Lowering the shipped rules again costs seconds per command."""
         errors: list[EngineError] = []
         self.lowered: dict[str, sympy.Expr] = {}
         self.deps: dict[str, set[str]] = {}
         rules = self.rules
         self._input_syms = {n: d.symbol() for n, d in self.inputs.items()}
         self._option_syms = {n: d.symbol() for n, d in self.options.items()}
+        if base is not None and not (getattr(base, "resolved", False) and base.dtypes == self.dtypes):
+            base = None
         for name, rule in rules.items():
             try:
-                expr = _Lowering(self, rule.names, rule.expr_span or rule.span, f"rule '{name}'").value(rule.expr)
-                dim = _Dims(self, rule.expr_span or rule.span, f"rule '{name}'").of(expr)
+                if base is not None and self._unchanged(base, rule):
+                    self.lowered[name], self.deps[name] = base.lowered[name], set(base.deps[name])
+                else:
+                    self._lower_rule(name, rule)
                 want = self.unit_dim(name)
-                if dim is not None and dim != want:
-                    hint = ("multiply by a dtype size (e.g. 'bf16') or write a byte literal like '4 B'"
-                            if want == 1 and dim == 0 else None)
-                    raise UnitError(f"rule '{name}' is declared in {rule.unit} but its expression is in "
-                                    f"{unit_words(dim)}", rule.expr_span or rule.span, hint=hint)
                 for bound in rule.bound_names():  # a domain's bound names an input or rule of its unit
                     if bound not in self.inputs and bound not in rules:
                         raise UnknownNameError(f"rule '{name}': its domain names '{bound}', which is not "
@@ -166,13 +170,8 @@ class Library:
                     if self.unit_dim(bound) != want:
                         raise UnitError(f"rule '{name}': its domain's bound '{bound}' is in "
                                         f"{self.decls[bound].unit}, the rule in {rule.unit}", rule.span)
-                expr = expr.xreplace({BYTE: sympy.Integer(1)})
-                if expr.has(sympy.zoo, sympy.oo, -sympy.oo):
-                    raise UnitError(f"rule '{name}' divides by zero", rule.expr_span or rule.span)
-                self.lowered[name] = expr
-                self.deps[name] = {s.name for s in expr.free_symbols
-                                   if s.name in rules and s == sympy.Symbol(s.name)}
             except EngineError as exc:
+                self.lowered.pop(name, None)
                 errors.append(exc)
         for decl in self.inputs.values():
             if decl.default is not None:
@@ -211,6 +210,38 @@ class Library:
         self.resolved = True
         self._compose_cache.clear()
         return self
+
+    def _lower_rule(self, name: str, rule: RuleDecl) -> None:
+        """Rule ``name`` over inputs, option codes and other rules' names, its unit checked."""
+        expr = _Lowering(self, rule.names, rule.expr_span or rule.span, f"rule '{name}'").value(rule.expr)
+        dim = _Dims(self, rule.expr_span or rule.span, f"rule '{name}'").of(expr)
+        want = self.unit_dim(name)
+        if dim is not None and dim != want:
+            hint = ("multiply by a dtype size (e.g. 'bf16') or write a byte literal like '4 B'"
+                    if want == 1 and dim == 0 else None)
+            raise UnitError(f"rule '{name}' is declared in {rule.unit} but its expression is in "
+                            f"{unit_words(dim)}", rule.expr_span or rule.span, hint=hint)
+        expr = expr.xreplace({BYTE: sympy.Integer(1)})
+        if expr.has(sympy.zoo, sympy.oo, -sympy.oo):
+            raise UnitError(f"rule '{name}' divides by zero", rule.expr_span or rule.span)
+        self.lowered[name] = expr
+        self.deps[name] = {s.name for s in expr.free_symbols
+                           if s.name in self.rules and s == sympy.Symbol(s.name)}
+
+    def _unchanged(self, base: "Library", rule: RuleDecl) -> bool:
+        """Whether ``rule`` resolves here as in ``base``: the same expression and unit, and
+        every name in it declared alike (a rule it uses: of the same unit)."""
+        old = base.rules.get(rule.name)
+        if old is None or old.unit != rule.unit or old.expr != rule.expr or rule.name not in base.lowered:
+            return False
+        for sym in rule.expr.atoms(sympy.Symbol):
+            new_decl, old_decl = self.decls.get(sym.name), base.decls.get(sym.name)
+            if isinstance(new_decl, RuleDecl) and isinstance(old_decl, RuleDecl):
+                if new_decl.unit != old_decl.unit:
+                    return False
+            elif new_decl != old_decl:
+                return False
+        return True
 
     def check_value(self, name: str, value, span: Span | None = None):
         """Validate a value for a name (input, option or rule pin) and return its exact
@@ -780,13 +811,18 @@ class _Dims:
         raise UnitError(f"cannot work out the unit of '{e}' in {self.what}", self.span)
 
 
-def build(extra: Iterable[str | Path] = (), folder: str | Path | None = None) -> Library:
+def build(extra: Iterable[str | Path] = (), folder: str | Path | None = None,
+          base: Library | None = None) -> Library:
     """Parse and resolve the rule files of ``folder`` (the shipped ``formulas/``) and a user's
-    rule files ``extra``.  :func:`engine.compile.cache.load` keeps the shipped library between
-    processes."""
+    rule files ``extra``; ``base``: the shipped library resolved, whose declarations stand for
+    the shipped files and whose unchanged rules are taken over (:meth:`Library.resolve`).  :func:`engine.compile.cache.load` keeps the
+    shipped library between processes."""
     lib = Library()
-    folder = folder or data_path("formulas")
-    lib.load_dir(folder)
+    if base is not None and folder is None:  # the shipped files' declarations, as parsed for base
+        lib.decls, lib.checks, lib.presets = dict(base.decls), list(base.checks), dict(base.presets)
+        lib.files = list(base.files)
+    else:
+        lib.load_dir(folder or data_path("formulas"))
     for path in extra:
         lib.add_file(path, user=True)
-    return lib.resolve()
+    return lib.resolve(base)

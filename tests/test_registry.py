@@ -167,6 +167,7 @@ USER_FILES = [
     'override rule norm_params : bytes = 2 B "a unit that the rules using it refuse"',
     'override rule layer_norm_count : count = layer_norm_count + 1 "a cycle"',
     'dtype bf16 = 3 B "a dtype defined twice"',
+    'override rule linear_attention_layers : count in [0, 1] = 0 "a domain the hybrid presets\' pins leave"',
 ]
 
 

@@ -200,8 +200,11 @@ class Library:
                 self.lowered_checks.append((check, *(e.xreplace({BYTE: sympy.Integer(1)}) for e in (lhs, rhs, where))))
             except EngineError as exc:
                 errors.append(exc)
-        for preset in self.presets.values():
+        for key, preset in self.presets.items():
+            checked = base is not None and base.presets.get(key) is preset  # valid in base
             for name, value, span in preset.settings:
+                if checked and self.decls.get(name) == base.decls.get(name):
+                    continue  # and declared alike here: valid here
                 try:
                     self.check_value(name, value, span)
                 except EngineError as exc:

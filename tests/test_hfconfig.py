@@ -1066,3 +1066,11 @@ def test_mllama_bad_fields_are_located(lib, tmp_path, text_change, vision_change
     data = {**MLLAMA, "text_config": {**MLLAMA["text_config"], **text_change},
             "vision_config": {**MLLAMA["vision_config"], **vision_change}}
     assert says in raises(lib, write(tmp_path, data), DomainError)
+
+
+def test_mistral3_null_spatial_merge_size_is_a_located_error(lib, tmp_path):
+    """Found by the config.json fuzzer (seed 1265): a null spatial_merge_size reached sympy as
+    None (a TypeError); Mistral3PatchMerger cannot be built without it."""
+    data = json.loads((CONFIGS / "mistral-small-3.1-24b-instruct-2503.json").read_text())
+    text = raises(lib, write(tmp_path, {**data, "spatial_merge_size": None}), DomainError)
+    assert "field 'spatial_merge_size' must be a whole number >= 1, not null" in text

@@ -861,6 +861,9 @@ def _read_mistral3(src: "_Source", data: dict, values: dict, given: dict) -> Non
         given["vision_feature_layers"] = (src, "vision_feature_layer")
     _read_projector_bias(src, data, values, given)
     merge = _whole(src, data, "spatial_merge_size", 2, minimum=1)
+    if merge is None:  # Mistral3PatchMerger needs it
+        raise src.error(DomainError, "field 'spatial_merge_size' must be a whole number >= 1, not null",
+                        "spatial_merge_size")
     values["vision_spatial_merge_size"] = sympy.Integer(merge)
     if "spatial_merge_size" in data:
         given["vision_spatial_merge_size"] = (src, "spatial_merge_size")

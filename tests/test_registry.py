@@ -198,3 +198,19 @@ def test_a_user_file_resolves_beside_the_shipped_library_as_afresh(lib, tmp_path
     assert reused.lowered_checks == fresh.lowered_checks and reused.presets == fresh.presets
     taken = sum(reused.lowered[n] is lib.lowered.get(n) for n in reused.rules)
     assert taken > len(reused.rules) // 2  # the base was used, not bypassed
+
+
+def test_a_min_or_max_over_a_division_by_zero_is_a_located_error(tmp_path):
+    """Found by the rule-file fuzzer (seed 1267): an override that sets a divisor to 0 (etp)
+    left ``1/0`` (zoo) inside a max when solve composed the total, and sympy's ValueError
+    escaped; it is the rule's located error, exit 2."""
+    import io
+    from engine.cli import main
+    path = tmp_path / "mine.mem"
+    path.write_text('override rule etp : count = 0 "no expert tensor parallelism"\n')
+    err = io.StringIO()
+    code = main(["solve", "max", "micro_batch", "llama2-13b", "--gpu", "h100-80g", "--rules", str(path)],
+                out=io.StringIO(), err=err)
+    assert code == 2, err.getvalue()
+    assert "rule 'expert_dp' takes the min or max of a value that is not a real number" in err.getvalue()
+    assert "parallel.mem:" in err.getvalue()

@@ -298,7 +298,13 @@ class Library:
                             f"rule '{n}' {what.format(found)} once the rules it uses are inlined; the limit "
                             f"is {limit:,}", self.rules[n].span, hint=hint)
                     known[n] = found
-                memo[n] = _inlined(self.lowered[n], sub)
+                try:
+                    memo[n] = _inlined(self.lowered[n], sub)
+                except (ValueError, TypeError):  # sympy cannot order a min or max argument (zoo)
+                    raise DomainError(f"rule '{n}' takes the min or max of a value that is not a real number "
+                                      "once the rules it uses are inlined", self.rules[n].span,
+                                      hint="a rule it uses divides by zero or takes the square root of a "
+                                           "negative number (an override that sets a divisor to 0?)") from None
                 sizes_of[n] = _tree_size(memo[n], nodes)  # as sympy built it: its users' measure
             return memo[n]
 

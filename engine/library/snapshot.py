@@ -20,6 +20,8 @@ have, a table index out of range or a malformed entry and the whole snapshot is 
 from __future__ import annotations
 
 import dataclasses
+import os
+from pathlib import Path
 
 import sympy
 from sympy.core.basic import Basic
@@ -28,10 +30,10 @@ from sympy.functions.elementary.piecewise import ExprCondPair
 from ..errors import Span
 from ..lang.rules import (At, CheckDecl, DtypeDecl, InputDecl, Match, OptionDecl, PresetDecl,
                           RuleDecl)
-from .registry import Library
+from .registry import Library, _display_path
 
-#: the layout of a snapshot; one of another format is not read
-FORMAT = 1
+#: the layout of a snapshot (2: files of spans by absolute path); one of another format is not read
+FORMAT = 2
 
 _DECLS = {c.__name__: c for c in (DtypeDecl, InputDecl, OptionDecl, RuleDecl, CheckDecl, PresetDecl)}
 _FIELDS = {name: tuple(f.name for f in dataclasses.fields(c)) for name, c in _DECLS.items()}
@@ -95,8 +97,9 @@ class _Writer:
             return v
         if isinstance(v, Basic):
             return ("x", self.node(v))
-        if type(v) is Span:
-            return ("s", v.file, v.line, v.column, v.length, v.text)
+        if type(v) is Span:  # a file by its absolute path: shown relative to the reader's folder
+            file = os.path.abspath(v.file) if os.path.isfile(v.file) else v.file
+            return ("s", file, v.line, v.column, v.length, v.text)
         if type(v).__name__ in _DECLS and type(v) is _DECLS[type(v).__name__]:
             return ("D", type(v).__name__, tuple(self.value(getattr(v, f)) for f in _FIELDS[type(v).__name__]))
         if type(v) is tuple:
@@ -196,7 +199,7 @@ class _Reader:
             return tuple(self.value(x) for x in v[1:])
         if tag == "s" and len(v) == 6 and isinstance(v[1], str) and isinstance(v[5], str) \
                 and all(type(x) is int for x in v[2:5]):
-            return Span(*v[1:])
+            return Span(_display_path(Path(v[1])) if os.path.isabs(v[1]) else v[1], *v[2:])
         if tag == "D" and len(v) == 3 and v[1] in _DECLS and isinstance(v[2], tuple) \
                 and len(v[2]) == len(_FIELDS[v[1]]):
             return _DECLS[v[1]](**dict(zip(_FIELDS[v[1]], map(self.value, v[2]))))

@@ -214,3 +214,18 @@ def test_a_min_or_max_over_a_division_by_zero_is_a_located_error(tmp_path):
     assert code == 2, err.getvalue()
     assert "rule 'expert_dp' takes the min or max of a value that is not a real number" in err.getvalue()
     assert "parallel.mem:" in err.getvalue()
+
+
+def test_a_not_real_value_met_while_solving_names_its_rule(tmp_path):
+    """The same fuzzer's other input: an override that makes a divisor 0 (sp_shards from a
+    flag that is 0) left nan inside a max when solve substituted the scenario's values; the
+    exact evaluation's error names the rule instead of sympy's ValueError."""
+    import io
+    from engine.cli import main
+    path = tmp_path / "mine.mem"
+    path.write_text('override rule sp_shards : count = ds_grads_persist "a flag as a divisor"\n')
+    err = io.StringIO()
+    code = main(["solve", "max", "micro_batch", "qwen2.5-vl-7b", "--gpu", "h100-80g", "--rules", str(path)],
+                out=io.StringIO(), err=err)
+    assert code == 2, err.getvalue()
+    assert "is not a real number here" in err.getvalue() and "activations.mem:" in err.getvalue()

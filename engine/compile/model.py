@@ -158,7 +158,7 @@ class Scenario:
                 # each shared part of the composed rule once (xreplace rebuilds it at every use:
                 # 9 s for the reserved peak, 0.06 s so)
                 cache[key] = substitute(composed, self.bindings(exclude=keep))
-            except TypeError:  # sympy cannot order a number that is not real (zoo > 2)
+            except (TypeError, ValueError):  # sympy cannot order a number that is not real (zoo > 2, max(nan, 1))
                 self.evaluate(rule)  # raises the error that names the rule
                 raise DomainError(f"'{rule}' compares a number that is not real in this scenario") from None
         return cache[key]

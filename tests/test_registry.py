@@ -200,32 +200,25 @@ def test_a_user_file_resolves_beside_the_shipped_library_as_afresh(lib, tmp_path
     assert taken > len(reused.rules) // 2  # the base was used, not bypassed
 
 
-def test_a_min_or_max_over_a_division_by_zero_is_a_located_error(tmp_path):
-    """Found by the rule-file fuzzer (seed 1267): an override that sets a divisor to 0 (etp)
-    left ``1/0`` (zoo) inside a max when solve composed the total, and sympy's ValueError
+
+@pytest.mark.parametrize("override, model, says, where", [
+    # composing the total: 1/0 (zoo) inside expert_dp's max
+    ('override rule etp : count = 0 "no expert tensor parallelism"', "llama2-13b",
+     "rule 'expert_dp' takes the min or max of a value that is not a real number", "parallel.mem:"),
+    # substituting the scenario's values: nan inside a max; the exact evaluation names the rule
+    ('override rule sp_shards : count = ds_grads_persist "a flag as a divisor"', "qwen2.5-vl-7b",
+     "is not a real number here", "activations.mem:"),
+])
+def test_a_value_that_is_not_real_met_while_solving_is_a_located_error(tmp_path, override, model, says, where):
+    """Found by the rule-file fuzzer (seed 1267): an override that makes a divisor 0 left a
+    value that is not real inside a max when solve built the total, and sympy's ValueError
     escaped; it is the rule's located error, exit 2."""
     import io
     from engine.cli import main
     path = tmp_path / "mine.mem"
-    path.write_text('override rule etp : count = 0 "no expert tensor parallelism"\n')
+    path.write_text(override + "\n")
     err = io.StringIO()
-    code = main(["solve", "max", "micro_batch", "llama2-13b", "--gpu", "h100-80g", "--rules", str(path)],
+    code = main(["solve", "max", "micro_batch", model, "--gpu", "h100-80g", "--rules", str(path)],
                 out=io.StringIO(), err=err)
     assert code == 2, err.getvalue()
-    assert "rule 'expert_dp' takes the min or max of a value that is not a real number" in err.getvalue()
-    assert "parallel.mem:" in err.getvalue()
-
-
-def test_a_not_real_value_met_while_solving_names_its_rule(tmp_path):
-    """The same fuzzer's other input: an override that makes a divisor 0 (sp_shards from a
-    flag that is 0) left nan inside a max when solve substituted the scenario's values; the
-    exact evaluation's error names the rule instead of sympy's ValueError."""
-    import io
-    from engine.cli import main
-    path = tmp_path / "mine.mem"
-    path.write_text('override rule sp_shards : count = ds_grads_persist "a flag as a divisor"\n')
-    err = io.StringIO()
-    code = main(["solve", "max", "micro_batch", "qwen2.5-vl-7b", "--gpu", "h100-80g", "--rules", str(path)],
-                out=io.StringIO(), err=err)
-    assert code == 2, err.getvalue()
-    assert "is not a real number here" in err.getvalue() and "activations.mem:" in err.getvalue()
+    assert says in err.getvalue() and where in err.getvalue()

@@ -326,9 +326,9 @@ def solve(args) -> search.SolveResult | None:
             return None  # the full path says what does not fit
         answer, nxt = search.bisect(lambda x: value(x) <= capacity, direction, cand, i_lo, i_hi)
         closed_form, closed = _closed_form(compiled, values, unknown, args.target, capacity, direction, k, step)
-        method = "closed-form" if closed_form.startswith(f"{unknown} ") and closed == answer else "search"
         return search.SolveResult(unknown, direction, answer, closed_form, value(answer),
-                                  None if nxt is None else value(nxt), nxt, method, closed, capacity,
+                                  None if nxt is None else value(nxt), nxt,
+                                  search.method(closed_form, unknown, closed, answer), closed, capacity,
                                   args.target, tuple(search.constraints(unknown, k, step)), None,
                                   values["capacity"])
     except (Unsupported, EngineError, ArithmeticError, ValueError, TypeError, KeyError, IndexError,

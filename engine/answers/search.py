@@ -70,6 +70,12 @@ def constraints(unknown: str, multiple_of: int, step: str) -> list[str]:
     return out + ([f"{unknown} is a power of two"] if step == "pow2" else [])
 
 
+def method(closed_form: str, unknown: str, closed: int | None, value: int) -> str:
+    """How the answer is reported found: by its closed form only when there is one and its
+    bound is the answer the search found."""
+    return "closed-form" if closed_form.startswith(f"{unknown} ") and closed == value else "search"
+
+
 def grid(lo: int, hi: int) -> list[int]:
     """The whole values where the target is checked to be monotone, in order: every one of
     the first 65 from ``lo`` and 400 spaced about evenly on a log scale from ``lo`` to ``hi``."""

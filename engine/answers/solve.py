@@ -24,7 +24,7 @@ from ..lang.rules import InputDecl
 from ..library.layout import DIVIDES
 from .estimate import formula
 from .report import whole_bytes
-from .search import UPPER, SolveResult, bisect, candidates, grid
+from .search import UPPER, SolveResult, bisect, candidates, grid, method
 from .search import constraints as stated
 
 __all__ = ["SolveResult", "UPPER", "solve"]
@@ -133,10 +133,9 @@ def solve(scenario: Scenario, direction: str, unknown: str, target: str = "total
     bytes_at = at(value)
     bytes_next = at(nxt) if nxt is not None else None
     text, closed, bound = _closed_form(scenario, f, sym, unknown, target, capacity, direction, value, k, step)
-    # the closed form is the method only when there is one and its bound is the answer
-    method = "closed-form" if text.startswith(f"{unknown} ") and closed == value and not divides else "search"
-    return SolveResult(unknown, direction, value, text, bytes_at, bytes_next, nxt, method, closed,
-                       capacity, target, tuple(constraints), bound if method == "closed-form" else None,
+    found_by = "search" if divides else method(text, unknown, closed, value)
+    return SolveResult(unknown, direction, value, text, bytes_at, bytes_next, nxt, found_by, closed,
+                       capacity, target, tuple(constraints), bound if found_by == "closed-form" else None,
                        scenario.values["capacity"])
 
 

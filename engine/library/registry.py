@@ -824,8 +824,8 @@ def build(extra: Iterable[str | Path] = (), folder: str | Path | None = None,
           base: Library | None = None) -> Library:
     """Parse and resolve the rule files of ``folder`` (the shipped ``formulas/``) and a user's
     rule files ``extra``; ``base``: the shipped library resolved, whose declarations stand for
-    the shipped files and whose unchanged rules are taken over (:meth:`Library.resolve`).  :func:`engine.compile.cache.load` keeps the
-    shipped library between processes."""
+    the shipped files and whose unchanged rules are taken over (:meth:`Library.resolve`).
+    :func:`engine.compile.cache.load` keeps the shipped library between processes."""
     lib = Library()
     if base is not None and folder is None:  # the shipped files' declarations, as parsed for base
         lib.decls, lib.checks, lib.presets = dict(base.decls), list(base.checks), dict(base.presets)

@@ -61,6 +61,7 @@ class _Writer:
     def __init__(self) -> None:
         self.nodes: list[list] = []
         self.index: dict = {}  # (type, expr) -> its row
+        self.files: dict[str, str] = {}  # a span's file as shown -> as stored
 
     def node(self, e) -> int:
         key = (type(e), e)
@@ -98,8 +99,9 @@ class _Writer:
         if isinstance(v, Basic):
             return ("x", self.node(v))
         if type(v) is Span:  # a file by its absolute path: shown relative to the reader's folder
-            file = os.path.abspath(v.file) if os.path.isfile(v.file) else v.file
-            return ("s", file, v.line, v.column, v.length, v.text)
+            if v.file not in self.files:
+                self.files[v.file] = os.path.abspath(v.file) if os.path.isfile(v.file) else v.file
+            return ("s", self.files[v.file], v.line, v.column, v.length, v.text)
         if type(v).__name__ in _DECLS and type(v) is _DECLS[type(v).__name__]:
             return ("D", type(v).__name__, tuple(self.value(getattr(v, f)) for f in _FIELDS[type(v).__name__]))
         if type(v) is tuple:
@@ -143,6 +145,7 @@ class _Reader:
         if not isinstance(rows, list):
             raise Refused("no node table")
         self.nodes: list = []
+        self.files: dict[str, str] = {}  # a span's file as stored -> as shown here
         for row in rows:
             self.nodes.append(self._build(row))
 
@@ -199,7 +202,9 @@ class _Reader:
             return tuple(self.value(x) for x in v[1:])
         if tag == "s" and len(v) == 6 and isinstance(v[1], str) and isinstance(v[5], str) \
                 and all(type(x) is int for x in v[2:5]):
-            return Span(_display_path(Path(v[1])) if os.path.isabs(v[1]) else v[1], *v[2:])
+            if v[1] not in self.files:
+                self.files[v[1]] = _display_path(Path(v[1])) if os.path.isabs(v[1]) else v[1]
+            return Span(self.files[v[1]], *v[2:])
         if tag == "D" and len(v) == 3 and v[1] in _DECLS and isinstance(v[2], tuple) \
                 and len(v[2]) == len(_FIELDS[v[1]]):
             return _DECLS[v[1]](**dict(zip(_FIELDS[v[1]], map(self.value, v[2]))))

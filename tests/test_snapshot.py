@@ -74,6 +74,25 @@ def test_the_rebuilt_library_answers_as_the_built_one(built, data):
     assert messages[0] == messages[1]
 
 
+def test_a_snapshot_names_the_rule_files_of_the_checkout_that_reads_it(built, data, tmp_path, monkeypatch):
+    """The cache is keyed by the sources' content, so two checkouts of the same sources in two
+    folders share one snapshot: each must name its own rule files in places, not the writer's
+    (CI in a fresh clone printed another checkout's absolute paths)."""
+    assert not any(str(data_path("formulas")) in str(f) for f in data["library"]["files"])
+    other = tmp_path / "clone" / "formulas"
+    other.mkdir(parents=True)
+    monkeypatch.setattr(snapshot, "data_path", lambda name: other)
+    monkeypatch.chdir(tmp_path / "clone")
+    back = snapshot.load(data)
+    assert sorted(back.files) == sorted(f"formulas/{p.name}" for p in data_path("formulas").glob("*.mem"))
+    span = back.decls["weights"].span
+    assert span.file == "formulas/" + built.decls["weights"].span.file.rsplit("/", 1)[1]
+    assert span.line == built.decls["weights"].span.line
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")  # a folder outside the checkout: its absolute path
+    assert snapshot.load(data).decls["weights"].span.file == str(other / span.file.rsplit("/", 1)[1])
+
+
 def _node_table_with(data, row):
     bad = copy.deepcopy(data)
     bad["nodes"].append(row)

@@ -30,10 +30,15 @@ from sympy.functions.elementary.piecewise import ExprCondPair
 from ..errors import Span
 from ..lang.rules import (At, CheckDecl, DtypeDecl, InputDecl, Match, OptionDecl, PresetDecl,
                           RuleDecl)
+from ..paths import data_path
 from .registry import Library, _display_path
 
-#: the layout of a snapshot (2: files of spans by absolute path); one of another format is not read
-FORMAT = 2
+#: the layout of a snapshot (3: a span's file inside the shipped rules folder stored relative to it,
+#: any other by its absolute path); one of another format is not read
+FORMAT = 3
+#: the stored form of a file in the shipped rules folder: this, then its path relative to the folder
+#: (the cache is shared by every checkout of the same sources, each with its own folder)
+SHIPPED = "<formulas>/"
 
 _DECLS = {c.__name__: c for c in (DtypeDecl, InputDecl, OptionDecl, RuleDecl, CheckDecl, PresetDecl)}
 _FIELDS = {name: tuple(f.name for f in dataclasses.fields(c)) for name, c in _DECLS.items()}
@@ -62,6 +67,7 @@ class _Writer:
         self.nodes: list[list] = []
         self.index: dict = {}  # (type, expr) -> its row
         self.files: dict[str, str] = {}  # a span's file as shown -> as stored
+        self.shipped = data_path("formulas").resolve()
 
     def node(self, e) -> int:
         key = (type(e), e)
@@ -92,15 +98,25 @@ class _Writer:
         self.index[key] = found = len(self.nodes) - 1
         return found
 
+    def stored(self, file: str) -> str:
+        """A file as kept: relative to the shipped rules folder (:data:`SHIPPED`) when inside it,
+        else by its absolute path; a name that is no file (``<string>``) as it is."""
+        if not os.path.isfile(file):
+            return file
+        path = Path(file).resolve()
+        if path.is_relative_to(self.shipped):
+            return SHIPPED + path.relative_to(self.shipped).as_posix()
+        return str(path)
+
     def value(self, v):
         """A field's value as plain data: every tuple is tagged by its first item."""
         if v is None or isinstance(v, (bool, str)) or type(v) is int:
             return v
         if isinstance(v, Basic):
             return ("x", self.node(v))
-        if type(v) is Span:  # a file by its absolute path: shown relative to the reader's folder
+        if type(v) is Span:  # shown relative to the reader's folder
             if v.file not in self.files:
-                self.files[v.file] = os.path.abspath(v.file) if os.path.isfile(v.file) else v.file
+                self.files[v.file] = self.stored(v.file)
             return ("s", self.files[v.file], v.line, v.column, v.length, v.text)
         if type(v).__name__ in _DECLS and type(v) is _DECLS[type(v).__name__]:
             return ("D", type(v).__name__, tuple(self.value(getattr(v, f)) for f in _FIELDS[type(v).__name__]))
@@ -128,7 +144,7 @@ def dump(lib) -> dict:
         "decls": w.value(list(lib.decls.values())),
         "checks": w.value(lib.checks),
         "presets": w.value(list(lib.presets.values())),
-        "files": list(lib.files),
+        "files": [w.stored(f) for f in lib.files],
         "lowered": w.value(lib.lowered),
         "deps": {n: sorted(d) for n, d in lib.deps.items()},
         "order": list(lib.order),
@@ -146,6 +162,7 @@ class _Reader:
             raise Refused("no node table")
         self.nodes: list = []
         self.files: dict[str, str] = {}  # a span's file as stored -> as shown here
+        self.shipped = data_path("formulas")
         for row in rows:
             self.nodes.append(self._build(row))
 
@@ -186,6 +203,16 @@ class _Reader:
             return sympy.Pow(*args, evaluate=False)
         raise Refused(f"a node of kind {tag!r}")
 
+    def shown(self, file: str) -> str:
+        """A stored file as it is shown here: the shipped rules folder of this checkout or
+        installation, relative to the current folder where inside it."""
+        if file not in self.files:
+            if file.startswith(SHIPPED):
+                self.files[file] = _display_path(self.shipped / file.removeprefix(SHIPPED))
+            else:
+                self.files[file] = _display_path(Path(file)) if os.path.isabs(file) else file
+        return self.files[file]
+
     def value(self, v):
         if v is None or isinstance(v, (bool, str)) or type(v) is int:
             return v
@@ -202,9 +229,7 @@ class _Reader:
             return tuple(self.value(x) for x in v[1:])
         if tag == "s" and len(v) == 6 and isinstance(v[1], str) and isinstance(v[5], str) \
                 and all(type(x) is int for x in v[2:5]):
-            if v[1] not in self.files:
-                self.files[v[1]] = _display_path(Path(v[1])) if os.path.isabs(v[1]) else v[1]
-            return Span(self.files[v[1]], *v[2:])
+            return Span(self.shown(v[1]), *v[2:])
         if tag == "D" and len(v) == 3 and v[1] in _DECLS and isinstance(v[2], tuple) \
                 and len(v[2]) == len(_FIELDS[v[1]]):
             return _DECLS[v[1]](**dict(zip(_FIELDS[v[1]], map(self.value, v[2]))))
@@ -222,7 +247,7 @@ def load(data):
         lib.decls = {d.name: d for d in r.value(body["decls"])}
         lib.checks = r.value(body["checks"])
         lib.presets = {(p.preset_kind, p.name): p for p in r.value(body["presets"])}
-        lib.files = list(body["files"])
+        lib.files = [r.shown(f) for f in body["files"]]
         lib.lowered = r.value(body["lowered"])
         lib.deps = {n: set(d) for n, d in body["deps"].items()}
         lib.order = list(body["order"])

@@ -100,12 +100,22 @@ def test_zero_paper_with_tensor_parallelism_and_any_optimizer(lib):
     {"zero_stage": 0},
     {"zero_stage": 1, "dp": 8},
     {"zero_stage": 2, "dp": 16, "precision": "fp16_mixed"},
-    {"zero_stage": 3, "dp": 64, "tp": 2},
+    {"zero_stage": 3, "dp": 64},
 ])
 def test_zero_paper_equals_memform_model_states_for_mixed_precision_adamw(lib, model, values):
     # both are the ZeRO paper's 2 + 2 + 12 accounting for full mixed-precision AdamW
     s = Scenario.create(lib, model, values={"optimizer": "adamw", **per_parameter(lib), **values})
     assert s.evaluate("zero_paper_model_states") == s.evaluate("model_states")
+
+
+def test_zero_paper_splits_what_tensor_parallel_ranks_keep_whole(lib):
+    # The paper's Psi is the model-parallel partition, every parameter split over t; Megatron keeps
+    # Llama-2-7B's 65 RMSNorm weights of 4096 whole on each of t = 2 ranks (TENorm;
+    # docs/research/tp-replicated.md), so memform counts half of them again: 16 / 64 bytes each
+    # under ZeRO-3 over 64 ranks
+    s = Scenario.create(lib, "llama2-7b", values={"optimizer": "adamw", **per_parameter(lib),
+                                                  "zero_stage": 3, "dp": 64, "tp": 2})
+    assert s.evaluate("model_states") - s.evaluate("zero_paper_model_states") == 65 * 4096 // 2 * 16 // 64
 
 
 def test_zero_paper_differs_from_memform_where_memform_counts_more_or_less(lib):

@@ -190,15 +190,50 @@ def test_expert_groups_with_tensor_parallel_attention_and_whole_experts(lib):
     """Mixtral 8x7B with tp = 2 for the dense parts, experts whole (etp = 1) over ep = 8, dp = 8,
     ZeRO-1. Megatron-Core groups the 2 x 8 ranks of a stage into 8 expert shards with
     16 / 8 = 2 replicas each, so expert states are sharded 2 ways; DeepSpeed-MoE groups dp
-    alone (8 / 8 = 1 replica): expert states are not sharded. Dense states: over tp, then dp."""
+    alone (8 / 8 = 1 replica): expert states are not sharded. Dense states: over tp, then dp,
+    but for the norms and routers, which every tp rank holds whole (docs/research/tp-replicated.md:
+    TENorm, moe/router.py) and the distributed optimizer shards over dp like the rest."""
     experts = 32 * 8 * 3 * 4096 * 14336
+    whole = 32 * 2 * 4096 + 4096 + 32 * 8 * 4096  # two RMSNorms a layer, the final norm, the routers
     dense = PUBLISHED["mixtral-8x7b"] - experts
     base = {"tp": 2, "dp": 8, "ep": 8, "etp": 1, "zero_stage": 1, "optimizer_step_bytes": 0}
     for layout, expert_replicas in (("megatron", 2), ("deepspeed", 1)):
         s = Scenario.create(lib, "mixtral-8x7b", values={**base, "expert_groups": layout})
+        held = Fraction(dense - whole, 2) + whole
         states = s.evaluate("master") + s.evaluate("optimizer_states")
-        assert states == 12 * (Fraction(dense, 2 * 8) + Fraction(experts, 8 * expert_replicas)), layout
-        assert s.evaluate("weights") == 2 * (Fraction(dense, 2) + Fraction(experts, 8))
+        assert states == 12 * (held / 8 + Fraction(experts, 8 * expert_replicas)), layout
+        assert s.evaluate("weights") == 2 * (held + Fraction(experts, 8))
+
+
+def test_what_tensor_parallelism_leaves_whole(lib):
+    """The parameters every tp rank holds whole, as counted from Megatron-Core's, vLLM's and
+    torchtitan's sources in docs/research/tp-replicated.md sec. 4: Llama-3.1-8B keeps only its
+    RMSNorm weights (266,240; 1,004,015,616 parameters per rank at tp = 8); DeepSeek-V3 its norms,
+    routers with their correction biases and MLA's down projections (1,030,919,680, or 107,451,904
+    with the down projections split as Megatron's local spec and --mla-down-proj-fusion do)."""
+    s = Scenario.create(lib, "llama3.1-8b", values={"tp": 8})
+    assert s.evaluate("tp_replicated_params") == 266_240
+    assert s.evaluate("params_per_gpu") == 1_004_015_616
+    s = Scenario.create(lib, "deepseek-v3", values={"tp": 8})
+    assert s.evaluate("tp_replicated_params") == 1_030_919_680
+    assert Scenario.create(lib, "deepseek-v3", values={"tp": 8, "mla_down_proj_tp": "split"}) \
+        .evaluate("tp_replicated_params") == 107_437_056 + 14_848
+
+
+def test_megatron_keeps_replicated_states_whole_per_tp_rank_and_shards_them_over_dp(lib):
+    """docs/research/tp-replicated.md sec. 1b: Megatron's replicated parameters sit in the dense
+    DDP buffer, so each tp rank holds N_rep (2 + 4) bytes of bf16 weight and fp32 main_grad and
+    N_rep 12 / dp of master copy and Adam moments.  DeepSeek-V3 at tp = 8, dp = 4: replicating
+    MLA's down projections (61 layers x 7168 x (1536 + 512 + 64)) adds 7/8 of that per rank."""
+    n = 61 * 7168 * (1536 + 512 + 64)
+    got = []
+    for mode in ("replicated", "split"):
+        s = Scenario.create(lib, "deepseek-v3", values={"tp": 8, "dp": 4, "ep": 8, "stack": "megatron",
+                                                        "zero_stage": 1, "mla_down_proj_tp": mode})
+        got.append([s.evaluate(r) for r in ("weights", "grads", "master", "optimizer_states")])
+    weights, grads, master, states = (a - b for a, b in zip(*got))
+    moved = Fraction(7, 8) * n
+    assert (weights, grads, master + states) == (2 * moved, 4 * moved, 12 * moved / 4)
 
 
 def test_zero_shards_over_data_and_context_parallel_ranks(lib):

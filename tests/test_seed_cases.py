@@ -365,13 +365,15 @@ QUERIES = {
                "fp32_m": per_param("state_bytes", precision="fp16_mixed"),
                "fp32_v": per_param("state_bytes", precision="fp16_mixed"),
                "total": per_param("model_states", precision="fp16_mixed")},
-    # Llama-2-70B, b = 1, s = 4096; MHA = all 64 heads cached; TP-2 with the nominal P = 70e9
+    # Llama-2-70B, b = 1, s = 4096; MHA = all 64 heads cached; TP-2 with the nominal P = 70e9,
+    # every parameter split over the two ranks as the document splits them (no norm kept whole:
+    # tp_replicated_params = 0)
     "Q001-3": {
         "kv_mha": q("kv_cache", "llama2-70b", **INFER, micro_batch=1, seq_len=4096, num_key_value_heads=64),
         "kv_gqa": q("kv_cache", "llama2-70b", **INFER, micro_batch=1, seq_len=4096),
-        "per_gpu_tp2": plus(nominal("weights", P70B, **INFER, micro_batch=1, seq_len=4096, tp=2),
+        "per_gpu_tp2": plus(nominal("weights", P70B, **INFER, micro_batch=1, seq_len=4096, tp=2, tp_replicated_params=0),
                             nominal("kv_cache", P70B, **INFER, micro_batch=1, seq_len=4096, tp=2)),
-        "fits": Fits(plus(nominal("weights", P70B, **INFER, micro_batch=1, seq_len=4096, tp=2),
+        "fits": Fits(plus(nominal("weights", P70B, **INFER, micro_batch=1, seq_len=4096, tp=2, tp_replicated_params=0),
                           nominal("kv_cache", P70B, **INFER, micro_batch=1, seq_len=4096, tp=2)),
                      CARD_80GB),
     },

@@ -109,7 +109,8 @@ def test_mla_down_projections_are_whole_on_every_rank(lib):
     s = Scenario.create(lib, "deepseek-v3", values={"mode": "infer", "serving_engine": "vllm", "tp": 8,
                                                     "weight_dtype": "bf16"})
     whole = s.evaluate("vllm_weights") - s.with_values(attention_type="gqa").evaluate("vllm_weights")
-    split = s.evaluate("weights") - s.with_values(attention_type="gqa").evaluate("weights")
+    one = s.with_values(tp=1)  # an eighth of the whole model's difference: every part split
+    split = (one.evaluate("weights") - one.with_values(attention_type="gqa").evaluate("weights")) / 8
     assert whole - split == 61 * (7168 * 2112 + 1536 + 512) * 2 * Fraction(7, 8)
 
 
@@ -513,9 +514,10 @@ def test_vllm_keeps_mxfp4_experts_in_the_triton_layout(lib):
     assert layer == 236_285_952
     # everything else in bf16 split over the two ranks: 20,914,757,184 parameters less the
     # experts' 24 x 32 x (3 x 2880 x 2880 + 2 x 2880 + 2880) with their biases; the routers
-    # (GateLinear, a ReplicatedLinear: 32 x 2880 and 32 biases per layer) and the 49 RMSNorms of
-    # 2880 whole on each rank
-    replicated = 24 * (32 * 2880 + 32) + 49 * 2880
+    # (GateLinear, a ReplicatedLinear: 32 x 2880 and 32 biases per layer), the 49 RMSNorms of
+    # 2880 and the output projections' biases (RowParallelLinear: "bias is not parallelized",
+    # 2880 per layer) whole on each rank
+    replicated = 24 * (32 * 2880 + 32) + 49 * 2880 + 24 * 2880
     rest = (20_914_757_184 - 24 * 32 * (3 * 2880 * 2880 + 3 * 2880)) * 2 // 2 + replicated * 2 // 2
     s = Scenario.create(lib, "gpt-oss-20b", "h100-80g",
                         values={"seq_len": 8192, "tp": 2, "weight_dtype": "mxfp4", "quant_scope": "experts"})

@@ -254,7 +254,9 @@ def _parseable(tex: str, names: list[str]) -> str:
 def test_latex_formulas_parse_back_to_the_rules(lib, latex_doc):
     parse_latex_lark = pytest.importorskip("sympy.parsing.latex").parse_latex_lark
     from lark import Tree
-    equations = re.findall(r"^\{\\raggedright\\small \$\\displaystyle (.*)\$\\par\}$", latex_doc, re.M)
+    # (a long equation's source is cut into lines at spaces: one space to TeX)
+    equations = [eq.replace("\n", " ") for eq in
+                 re.findall(r"^\{\\raggedright\\small \$\\displaystyle (.*?)\$\\par\}$", latex_doc, re.M | re.S)]
     rules = [(rule, expr) for topic in topics(lib) for rule, expr in topic.rules]
     assert len(equations) == len(rules)
     checked = 0

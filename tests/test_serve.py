@@ -548,3 +548,88 @@ def test_vllm_profiles_a_vision_language_model_with_its_encoded_images(lib):
                  formulas=False, explicit={"seq_len"}).rules
     assert text["activation_peak"] == (1024 * 256000 * 14 + 132 * 256000 * 4 + (8192 + 2048) * 3584 * 2
                                        + 33 * 2**20)
+
+
+# ---------------------------------------------------------------- pipeline-parallel stages
+# vLLM 0.19's pipeline split, per-stage weights, receive buffers and the fewest blocks, as read in
+# vLLM's sources (docs/research/vllm-pp.md): distributed/utils.py get_pp_indices, models/llama.py
+# and mixtral.py, v1/worker/gpu_model_runner.py _dummy_run, v1/core/kv_cache_utils.py
+@pytest.mark.parametrize("layers, pp, split", [
+    (80, 3, [27, 27, 26]), (30, 4, [7, 8, 8, 7]), (61, 4, [15, 15, 16, 15]),
+    (94, 8, [11, 12, 12, 12, 12, 12, 12, 11]), (32, 3, [11, 11, 10]), (32, 2, [16, 16]), (33, 2, [17, 16])])
+def test_serving_splits_layers_as_vllm_does(lib, layers, pp, split):
+    # get_pp_indices: layers // pp each, the remainder one each to the ranks before the last,
+    # counting backwards; the research checked these splits against the same code
+    s = Scenario.create(lib, "llama3.1-8b", values={"mode": "infer", "pp": pp, "num_hidden_layers": layers})
+    got = {stage: s.with_values(pp_stage=stage).evaluate("stage_layers") for stage in ("first", "middle", "last")}
+    assert got["first"] == split[0] and got["last"] == split[-1]
+    assert got["middle"] == max(split[1:-1] or [split[0]])
+    assert s.evaluate("stage_layers") == max(split)  # busiest
+    # each stage's KV cache holds its own layers
+    for stage, n in got.items():
+        assert s.with_values(pp_stage=stage).evaluate("kv_layers_per_stage") == n
+    # training keeps its even bound
+    assert s.with_values(mode="train").evaluate("stage_layers") == math.ceil(layers / pp)
+
+
+def test_later_stages_receive_into_buffers_of_the_whole_hidden_size(lib):
+    # make_empty_intermediate_tensors(batch_size=max_num_tokens): hidden_states and residual,
+    # [8192, 8192] bf16 each for Llama-3.1-70B on an H100 (max_num_batched_tokens 8192), not split
+    # over tp; GPT-2's stages hand over hidden_states alone ([2048, 768] below 70 GiB: an A10)
+    s = Scenario.create(lib, "llama3.1-70b", "h100-80g", values={"mode": "infer", "pp": 4, "tp": 2})
+    buffers = {stage: s.with_values(pp_stage=stage).evaluate("vllm_pp_buffers") for stage in ("first", "middle", "last")}
+    assert buffers == {"first": 0, "middle": 2 * 8192 * 8192 * 2, "last": 2 * 8192 * 8192 * 2}
+    g = Scenario.create(lib, "gpt2", "a10", values={"mode": "infer", "pp": 2, "pp_stage": "last"})
+    assert g.evaluate("vllm_pp_buffers") == 2048 * 768 * 2
+    assert s.with_values(pp=1).evaluate("vllm_pp_buffers") == 0
+
+
+def test_where_each_model_builds_its_embedding_and_head(lib):
+    # llama.py: the embedding on the first rank, norm and lm_head on the last (PPMissingLayer
+    # elsewhere); mixtral.py builds all three on every rank.  Llama-3.1-8B at pp = 2: 16 layers
+    # a stage; Mixtral 8x7B: the 32000 x 4096 embedding and head both on each of the 2 stages
+    V, d = 128256, 4096
+    layer = (4096 * (4096 + 2 * 1024) + 4096 * 4096) + 3 * 4096 * 14336 + 2 * 4096
+    s = Scenario.create(lib, "llama3.1-8b", values={"mode": "infer", "pp": 2, "weight_dtype": "bf16"})
+    assert s.with_values(pp_stage="first").evaluate("weights") == 2 * (16 * layer + V * d)
+    assert s.with_values(pp_stage="last").evaluate("weights") == 2 * (16 * layer + V * d + d)
+    m = Scenario.create(lib, "mixtral-8x7b", values={"mode": "infer", "pp": 2, "weight_dtype": "bf16"})
+    mixtral_layer = (4096 * (4096 + 2 * 1024) + 4096 * 4096) + 8 * 3 * 4096 * 14336 + 8 * 4096 + 2 * 4096
+    for stage in ("first", "last"):
+        assert m.with_values(pp_stage=stage).evaluate("weights") == 2 * (16 * mixtral_layer + 2 * 32000 * 4096 + 4096)
+
+
+def test_every_stage_keeps_the_fewest_blocks_any_stage_holds(lib):
+    # get_kv_cache_configs: num_blocks = min over the workers.  Llama-3.1-70B at pp = 4 on H100s:
+    # 20 layers a stage; the last also holds the norm and head (not the embedding), the sampler's
+    # peak and the receive buffers, so it has the least left for its 20 layers' blocks
+    s = Scenario.create(lib, "llama3.1-70b", "h100-80g", values={"mode": "infer", "pp": 4})
+    blocks = {st: s.with_values(pp_stage=st).evaluate("stage_gpu_blocks") for st in ("first", "middle", "last")}
+    assert blocks["last"] < blocks["first"] and blocks["last"] < blocks["middle"]
+    for stage in ("busiest", "first", "middle", "last"):
+        assert s.with_values(pp_stage=stage).evaluate("num_gpu_blocks") == blocks["last"]
+    # each stage's own: its KV memory in blocks of its 20 layers' pages (8 KV heads x 128 x 2 x bf16)
+    last = s.with_values(pp_stage="last")
+    assert blocks["last"] == last.evaluate("kv_cache_memory") // (20 * 16 * 8 * 128 * 2 * 2)
+
+
+def test_published_pipeline_stages_each_as_logged(lib):
+    # llm-d-planner's vLLM 0.19 log of Llama-3.1-8B at pp = 2 on two H100s prints each worker's
+    # memory (tests/published/vllm_serving.json): 7.51 GiB of weights on both; the last stage's
+    # peak (2.01 GiB: the sampler over 1024 rows of 128,256 logits and the receive buffers) leaves
+    # it 65.63 GiB, the first 66.54 GiB; the pool is the last stage's, 1,075,312 tokens.  The
+    # first stage's forward peak (1.1 GiB, no sampler) is 0.29 GiB above memform's working set.
+    row = next(r for r in PUBLISHED if r["id"] == "llmd-vllm0.19-h100-llama-3.1-8b-instruct-tp1pp2-len8192")
+    how = row["memform"]
+    values = dict(parse_setting(lib, f"{k}={v}") for k, v in how["set"].items() if k != "total_gpu_memory")
+    s = Scenario.create(lib, how["preset"], "h100-80g", values=values)
+    ranks = row["measured"]["per_rank"]
+    for stage, rank in (("first", "Worker_PP0"), ("last", "Worker_PP1")):
+        r = serve(s.with_values(pp_stage=stage), formulas=False, explicit=set(values) | {"pp_stage"}).rules
+        logged = ranks[rank]
+        assert float(r["model_memory"]) / GiB == pytest.approx(logged["weights_gib"], abs=0.005)
+        assert float(r["non_torch_memory"]) / GiB == pytest.approx(logged["non_torch_gib"], abs=0.005)
+        assert float(r["kv_cache_memory"]) / GiB == pytest.approx(logged["kv_cache_gib"], rel=0.005)
+        if stage == "last":
+            assert float(r["activation_peak"]) / GiB == pytest.approx(logged["activation_peak_gib"], abs=0.01)
+        assert r["kv_cache_tokens"] == pytest.approx(row["measured"]["values"]["kv_cache_tokens"], rel=0.001)

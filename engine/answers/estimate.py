@@ -12,15 +12,16 @@ from ..compile.model import Scenario, _check_size, components, fit_capacity
 from ..compile.outline import (OPAQUE_RULES, SHOWN_INPUTS, SIZES, TOP_LEVEL, TOTAL_OPAQUE,
                                extra_rules)
 from ..errors import ResourceLimitError, UsageError
-from ..lang.rules import At
+from ..lang.rules import At, OptionDecl
 from ..library.registry import COMPOSE_CPU_SECONDS, _OverBudget, _cpu_budget, shipped, substitute
 from .report import Report, estimate_json, gb, gib
 
 
 def formula(scenario: Scenario, rule: str, keep=SHOWN_INPUTS, opaque=OPAQUE_RULES,
-            memo: dict | None = None) -> sympy.Expr:
+            memo: dict | None = None, rebound=()) -> sympy.Expr:
     """``rule`` with the scenario's options and inputs substituted, except the inputs in
-    ``keep``; rules in ``opaque`` stay as names (so ``n_params`` reads as P).  ``memo`` keeps
+    ``keep``; rules in ``opaque`` stay as names (so ``n_params`` reads as P), and rules in
+    ``rebound`` read with another value of a name (``target[k = v]``) stay so written.  ``memo`` keeps
     the expanded rules between calls with the same scenario, ``keep`` and ``opaque`` (the
     reference expands every rule: each one's dependencies once, not once per rule)."""
     lib = scenario.library
@@ -43,15 +44,23 @@ def formula(scenario: Scenario, rule: str, keep=SHOWN_INPUTS, opaque=OPAQUE_RULE
             _check_size(memo[name], name, lib)  # rules that square each other stop here
         return memo[name]
 
+    def shown(key, value) -> str:
+        decl = lib.decls.get(key.name)
+        if isinstance(decl, OptionDecl) and value.is_Integer:
+            return decl.choice_of(int(value))
+        return str(value)
+
     def at(node, bindings: dict, memo: dict) -> sympy.Expr:
         """As Scenario._at: the keys' new values in the current bindings, the target in the new ones."""
         target, flat = node.args[0], node.args[1:]
+        if target.name in rebound:
+            return sympy.Symbol(f"{target.name}[{', '.join(f'{k} = {shown(k, v)}' for k, v in zip(flat[::2], flat[1::2]))}]")
         sub = dict(bindings)
         sub.update({s: expand(s.name, bindings, memo) for v in flat[1::2] for s in v.free_symbols
                     if s.name in lib.rules})
-        rebound = dict(bindings)
-        rebound.update({k: v.xreplace(sub) for k, v in zip(flat[::2], flat[1::2])})
-        return expand(target.name, rebound, {}, top=True)
+        new = dict(bindings)
+        new.update({k: v.xreplace(sub) for k, v in zip(flat[::2], flat[1::2])})
+        return expand(target.name, new, {}, top=True)
 
     # a user's rule has the CPU budget of one rule's composition: sympy folds a condition over
     # large rules (piecewise_fold orders its arguments by node count, a walk of the whole

@@ -111,6 +111,8 @@ OPAQUE = OPAQUE_RULES + tuple(n for e in ENGINES.values() for n, _ in e.breakdow
     "total_gpu_memory", "profile_forward_peak", "profile_sampler_peak", "max_num_seqs",
     "max_num_batched_tokens", "mem_fraction_static", "sglang_profiled_tokens", "sglang_full_pool_raw",
     "swa_max_total_num_tokens")
+#: rules read at another pipeline stage, written so (stage_gpu_blocks[pp_stage = first])
+REBOUND = ("stage_gpu_blocks",)
 #: engine inputs kept symbolic in the formula column
 KEPT = ("gpu_memory_utilization", "block_size", "seq_len", "page_size", "free_gpu_memory_fraction",
         "tokens_per_block")
@@ -254,7 +256,7 @@ def serve(scenario: Scenario, engine: str = "vllm", formulas: bool = True, expli
     rules = {n: scenario.evaluate(n) for n in names}
     shown = {}
     if formulas:
-        shown = {n: show_text(formula(scenario, n, keep=KEPT, opaque=OPAQUE)) for n in listed}
+        shown = {n: show_text(formula(scenario, n, keep=KEPT, opaque=OPAQUE, rebound=REBOUND)) for n in listed}
     return Serving(scenario, engine, rules, shown)
 
 

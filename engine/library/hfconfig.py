@@ -1066,12 +1066,25 @@ def _read_multimodal(src: _Source, data: dict, library, kind: Multimodal):
     return values, given, ignored, unknown
 
 
+# source: vllm 0.19.0 model_executor/models/: the files of these families build embed_tokens,
+# norm and lm_head on every pipeline rank (no is_first_rank / is_last_rank gate; llama.py,
+# qwen2.py, qwen3.py, deepseek_v2.py gate them); read in docs/research/vllm-pp.md sec. 1
+PP_EVERY_STAGE = {"mixtral", "qwen2_moe", "qwen3_moe", "qwen3_next", "gemma", "gemma2", "gemma3_text", "gpt_oss"}
+# source: vllm 0.19.0 model_executor/models/ (make_empty_intermediate_tensors_factory(["hidden_states"])
+# in gpt2.py, phi.py, starcoder2.py, falcon.py, olmo2.py; ["hidden_states", "residual"] elsewhere)
+PP_HIDDEN_STATES_ONLY = {"gpt2", "phi", "starcoder2", "falcon", "olmo2"}
+
+
 def _read_text(src: _Source, data: dict, library, model_type: str, prefix: str = "", class_defaults: dict | None = None):
     """The library's values of a language model's config (the whole file, or a text_config);
     fields reported as ignored or unknown are named with ``prefix``; ``class_defaults`` stand
     where the config leaves a field out (a LLaVA text_config, read over its config class)."""
     family = FAMILIES[model_type]
     values: dict = dict(family.fixed)
+    if model_type in PP_EVERY_STAGE:
+        values["pp_head_placement"] = "every_stage"
+    if model_type in PP_HIDDEN_STATES_ONLY:
+        values["pp_intermediate_tensors"] = sympy.Integer(1)
     given: dict = {}  # library name -> (source, the field that set it)
     ignored, unknown = [], []
     special = {"quantization_config"} & data.keys()  # fields read below, outside the one-to-one mapping

@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import re
 import shlex
+import textwrap
 import tomllib
 from dataclasses import dataclass
 from fractions import Fraction
@@ -691,9 +692,11 @@ class _Latex(_Writer):
         self.out.append(r"{\raggedright\ttfamily\small " + self.text(text) + "\\par}\n")
 
     def equation(self, name: str, expr) -> None:
-        # in-line math (not a display), so that TeX may break a long formula between terms
-        self.out.append(r"{\raggedright\small $\displaystyle " + _breakable(latex(equation(name, expr)))
-                        + "$\\par}\n")
+        # in-line math (not a display), so that TeX may break a long formula between terms; the
+        # source cut into lines at spaces (a space to TeX), as TeX reads at most 200,000 characters a line
+        tex = textwrap.fill(_breakable(latex(equation(name, expr))), width=10_000, break_long_words=False,
+                            break_on_hyphens=False)
+        self.out.append(r"{\raggedright\small $\displaystyle " + tex + "$\\par}\n")
 
     def end(self) -> str:
         return "\n".join(self.out) + "\\end{document}\n"

@@ -218,6 +218,11 @@ def test_what_tensor_parallelism_leaves_whole(lib):
     assert s.evaluate("tp_replicated_params") == 1_030_919_680
     assert Scenario.create(lib, "deepseek-v3", values={"tp": 8, "mla_down_proj_tp": "split"}) \
         .evaluate("tp_replicated_params") == 107_437_056 + 14_848
+    # GPT-2: 25 LayerNorms (weight and bias of 768), the attention's and the MLP's output biases
+    # (row-parallel, 768 in each of 12 layers) and the learned position table (Megatron's
+    # "Position embedding (serial)", vLLM's wpe = nn.Embedding: 1024 x 768)
+    s = Scenario.create(lib, "gpt2", values={"tp": 2})
+    assert s.evaluate("tp_replicated_params") == 25 * 2 * 768 + 2 * 12 * 768 + 1024 * 768
 
 
 def test_megatron_keeps_replicated_states_whole_per_tp_rank_and_shards_them_over_dp(lib):

@@ -633,3 +633,10 @@ def test_published_pipeline_stages_each_as_logged(lib):
         if stage == "last":
             assert float(r["activation_peak"]) / GiB == pytest.approx(logged["activation_peak_gib"], abs=0.01)
         assert r["kv_cache_tokens"] == pytest.approx(row["measured"]["values"]["kv_cache_tokens"], rel=0.001)
+
+
+def test_serve_says_which_stage_it_shows_and_that_blocks_are_the_fewest():
+    code, out, _ = run("serve", "llama3.1-8b", "--gpu", "h100-80g", "--pp", "2", "--set", "max_model_len=8192",
+                       "--set", "pp_stage=first")
+    assert code == 0 and "tp=1 pp=2 (first stage shown)" in out
+    assert "stage_gpu_blocks[pp_stage = first]" in out and "stage_gpu_blocks[pp_stage = last]" in out

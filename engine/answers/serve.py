@@ -139,8 +139,9 @@ class Serving:
         v, r = self.scenario.values, self.rules
         engine = ENGINES[self.engine]
         shown = ", ".join(f"{label}={_setting(v[name] if name in v else r[name])}" for label, name in engine.header)
+        stage = f" ({v.get('pp_stage', 'busiest')} stage shown)" if v["pp"] != 1 else ""
         console.print(Text(f"{self.scenario.model or 'model'} on {self.scenario.gpu or 'the GPU'}: {self.engine}, "
-                           f"tp={v['tp']} pp={v['pp']}, {shown}"), soft_wrap=True)
+                           f"tp={v['tp']} pp={v['pp']}{stage}, {shown}"), soft_wrap=True)
         table = Table()
         for col, just in (("per GPU", "left"), ("bytes", "right"), ("GB", "right"), ("GiB", "right"),
                           ("formula", "left")):

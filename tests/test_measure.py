@@ -208,6 +208,48 @@ def test_eager_attention_keeps_the_scores(lib, config_files):
     assert grew_predicted == grew_measured  # fp32 softmax + bf16 copy + repeated K/V - log-sum-exp
 
 
+# DeepSeek-V3's multi-head latent attention with dense MLPs (first_k_dense_replace = every layer):
+# the query latent (48) and the KV latent (32, beside an 8-wide rotary key) each through an RMSNorm
+# into an up projection; 4 heads of 16 + 8 query/key and 24 value dims
+MLA = {"model_type": "deepseek_v3", **TINY, "num_key_value_heads": 4, "q_lora_rank": 48, "kv_lora_rank": 32,
+       "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 24, "intermediate_size": 96,
+       "moe_intermediate_size": 32, "n_routed_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1,
+       "first_k_dense_replace": 2, "n_group": 1, "topk_group": 1}
+
+
+@pytest.mark.parametrize("precision, attention", [("fp32", "flash"), ("bf16", "flash"), ("fp32", "eager"),
+                                                   ("bf16", "eager"), ("bf16_mixed", "flash")])
+def test_mla_latents_and_layouts_as_saved(lib, tmp_path, precision, attention):
+    path = write_configs(tmp_path, {"mla": MLA})["mla"]
+    m = run_measure(lib, path, micro_batch=2, seq_len=32, precision=precision, attention=attention)
+    for name in EXACT:
+        assert m.predicted[name] == m.measured[name], (name, m.predicted[name], m.measured[name])
+    # what autograd keeps (torch's own count): exact but for the loss's 4-byte total weight
+    # without autocast; under autocast within 0.1 %
+    if precision == "bf16_mixed":
+        assert abs(m.error("saved_for_backward")) <= 0.001, (m.predicted, m.measured)
+    else:
+        assert m.measured["saved_for_backward"] - m.predicted["saved_for_backward"] == 4
+
+
+def test_mla_latents_are_what_a_gqa_layer_lacks(lib, tmp_path):
+    # the same tiny MLA model in fp32 with SDPA, the latents' share by hand, per token and layer:
+    # q latent: its norm's input (fp32, the upcast is the input itself), normalised latent and
+    # reciprocal RMS, and q_b_proj's input: 48 x 3 x 4 + 4; KV latent likewise over its 32
+    # elements plus the 8-wide rotary key beside it in the norm's input storage; the value is
+    # a view of kv_b_proj's output (4 heads x (16 + 24)), so the 4 x 16 no-position keys stay
+    # too; o_proj reads a contiguous copy of SDPA's heads-first output (4 x 24)
+    path = write_configs(tmp_path, {"mla": MLA})["mla"]
+    m = run_measure(lib, path, micro_batch=2, seq_len=32, precision="fp32")
+    config = read_config(path, lib)
+    s = Scenario.create(lib, None, values={**config.values, "micro_batch": 2, "seq_len": 32, "precision": "fp32"})
+    per_token = (48 * 12 + 4) + (32 * 12 + 4 + 8 * 4) + (4 * 16) * 4 + (4 * 24) * 4
+    assert s.evaluate("mla_latents_saved") + s.evaluate("mla_layout_copies") == per_token
+    assert m.measured["saved_for_backward"] - m.predicted["saved_for_backward"] == 4
+    dropped = m.predicted["saved_for_backward"] - 2 * 64 * per_token  # two layers of 64 tokens
+    assert dropped < m.measured["saved_for_backward"] * 0.8
+
+
 def test_format_table_names_every_component(lib, config_files):
     text = format_table(run_measure(lib, config_files["gpt2"], micro_batch=1, seq_len=8, precision="fp32"))
     for name in EXACT + ("saved_for_backward",):

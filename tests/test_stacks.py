@@ -105,7 +105,7 @@ MOE_PARTIAL = {
         "the allgather dispatcher's rows, index_add_'s kept expert output and the GEMM workspaces are modelled",
     "megatron-moe_mla_mtp_tp2_pp2_vp4_ep4_etp1_memory_speed-h100":
         "dropless routing's imbalance on this rank's experts (the peak moves 2.3 GB between steps); "
-        "the stage's own mix of dense and expert parameters (memform shares them model-wide); MLA's latents",
+        "the stage's own mix of dense and expert parameters (memform shares them model-wide)",
 }
 
 

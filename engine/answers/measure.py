@@ -38,7 +38,7 @@ PRECISIONS = {"fp32": ("float32", None), "bf16": ("bfloat16", None),
 #: the dtype of the logits transformers returns: the output layer's matmul's
 LOGITS_DTYPE = {"fp32": "fp32", "bf16": "bf16", "bf16_mixed": "bf16", "fp16_mixed": "fp16"}
 OPTIMIZERS = ("adamw", "sgd_momentum", "sgd", "adafactor", "none")
-FAMILIES = ("gpt2", "llama", "mixtral", "qwen2_moe", "qwen3", "gemma3_text", "cohere")
+FAMILIES = ("gpt2", "llama", "mixtral", "qwen2_moe", "qwen3", "gemma3_text", "cohere", "deepseek_v3")
 
 #: component -> (library rule, mode) it is compared with
 COMPONENTS = {
@@ -97,8 +97,8 @@ def family_of(scenario, config_path: str | None = None) -> str:
                              f"{json.dumps(model_type)}")
         return model_type
     opt = scenario.option
-    if opt("attention_type") != "gqa":
-        raise UsageError("measure builds GQA models only (not MLA)")
+    if opt("attention_type") == "mla":
+        return "deepseek_v3"
     if opt("position_embedding") == "learned":
         return "gpt2"
     if opt("norm_placement") == "parallel":
@@ -134,6 +134,9 @@ def hf_config(scenario, family: str):
         if not (opt("mlp") == "geglu" and opt("norm") == "rmsnorm" and opt("norm_placement") == "sandwich"
                 and opt("qk_norm") == "head"):
             raise UsageError("a Gemma 3 model has a GeGLU MLP, four RMSNorms per layer and q/k norms over head_dim")
+    elif family == "deepseek_v3":
+        if not (opt("mlp") == "swiglu" and opt("norm") == "rmsnorm" and opt("attention_type") == "mla"):
+            raise UsageError("a DeepSeek-V3 model has MLA attention, SwiGLU MLPs and RMSNorm")
     elif opt("mlp") != "swiglu" or opt("norm") != "rmsnorm":
         raise UsageError(f"a {family} model has a SwiGLU MLP and RMSNorm")
     common = dict(hidden_size=ev("hidden_size"), num_hidden_layers=ev("num_hidden_layers"),
@@ -142,6 +145,19 @@ def hf_config(scenario, family: str):
                   vocab_size=ev("vocab_size"), max_position_embeddings=ev("max_position_embeddings"),
                   tie_word_embeddings=tied, attention_dropout=0.0, bos_token_id=None,
                   eos_token_id=None, pad_token_id=None)
+    if family == "deepseek_v3":
+        experts = ev("num_experts")
+        common.update(num_key_value_heads=ev("num_attention_heads"))
+        common.pop("head_dim")
+        return transformers.DeepseekV3Config(
+            intermediate_size=ev("intermediate_size"), q_lora_rank=ev("q_lora_rank") or None,
+            kv_lora_rank=ev("kv_lora_rank"), qk_nope_head_dim=ev("qk_nope_head_dim"),
+            qk_rope_head_dim=ev("qk_rope_head_dim"), v_head_dim=ev("v_head_dim"),
+            moe_intermediate_size=ev("moe_intermediate_size"), n_routed_experts=max(experts, 1),
+            num_experts_per_tok=max(ev("num_experts_per_tok"), 1), n_shared_experts=ev("n_shared_experts"),
+            n_group=1, topk_group=1, rope_scaling=None,
+            first_k_dense_replace=ev("first_k_dense_replace") if experts > 0 else ev("num_hidden_layers"),
+            attention_bias=opt("attention_bias") == "true", **common)
     if family == "llama":
         return transformers.LlamaConfig(intermediate_size=ev("intermediate_size"),
                                         attention_bias=opt("attention_bias") == "true",

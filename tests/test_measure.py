@@ -232,6 +232,23 @@ def test_mla_latents_and_layouts_as_saved(lib, tmp_path, precision, attention):
         assert m.measured["saved_for_backward"] - m.predicted["saved_for_backward"] == 4
 
 
+@pytest.mark.parametrize("optimizer", ["sgd_momentum", "adafactor"])
+def test_mla_optimizer_states_are_exact(lib, tmp_path, optimizer):
+    path = write_configs(tmp_path, {"mla": MLA})["mla"]
+    m = run_measure(lib, path, micro_batch=2, seq_len=32, precision="bf16", optimizer=optimizer)
+    for name in EXACT:
+        assert m.predicted[name] == m.measured[name], (name, m.predicted[name], m.measured[name])
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_mla_with_checkpointing_keeps_each_layers_input(lib, tmp_path, precision):
+    # gradient checkpointing: the forward keeps each layer's input, the final norm's tensors, the
+    # head's input and the logits (memform: stage_layer_activations + logits) within 1 %
+    path = write_configs(tmp_path, {"mla": MLA})["mla"]
+    m = run_measure(lib, path, micro_batch=2, seq_len=32, precision=precision, recompute="full")
+    assert abs(m.error("saved_for_backward")) <= 0.01, (m.predicted, m.measured)
+
+
 def test_mla_latents_are_what_a_gqa_layer_lacks(lib, tmp_path):
     # the same tiny MLA model in fp32 with SDPA, the latents' share by hand, per token and layer:
     # q latent: its norm's input (fp32, the upcast is the input itself), normalised latent and

@@ -225,6 +225,19 @@ def test_what_tensor_parallelism_leaves_whole(lib):
     assert s.evaluate("tp_replicated_params") == 25 * 2 * 768 + 2 * 12 * 768 + 1024 * 768
 
 
+def test_an_mtp_module_keeps_its_norms_router_and_served_projection_whole(lib):
+    """DeepSeek-V3's MTP module (docs/research/mtp.md) at tp = 8: one more MoE block (two RMSNorms of
+    7168, MLA's latent norms of 1536 and 512, the router's 256 x 7168 weight and 256 biases, the
+    MLA down projections 7168 x (1536 + 512 + 64)), its enorm, hnorm and final norm (3 x 7168), all
+    whole on every rank; eh_proj (7168 x 14336) is column-parallel in Megatron-Core and a plain
+    nn.Linear in vLLM's deepseek_mtp, so whole on every rank only when served."""
+    block = 2 * 7168 + 1536 + 512 + 256 * 7168 + 256 + 3 * 7168 + 7168 * (1536 + 512 + 64)
+    for mode, projection in (("train", 0), ("infer", 7168 * 14336)):
+        base = Scenario.create(lib, "deepseek-v3", values={"tp": 8, "mode": mode})
+        mtp = base.with_values(mtp_layers=1)
+        assert mtp.evaluate("tp_replicated_params") - base.evaluate("tp_replicated_params") == block + projection
+
+
 def test_megatron_keeps_replicated_states_whole_per_tp_rank_and_shards_them_over_dp(lib):
     """docs/research/tp-replicated.md sec. 1b: Megatron's replicated parameters sit in the dense
     DDP buffer, so each tp rank holds N_rep (2 + 4) bytes of bf16 weight and fp32 main_grad and

@@ -51,7 +51,7 @@ def lib():
 
 def capacity(lib, name):
     settings = {n: (v, span) for n, v, span in lib.preset("gpu", name).settings}
-    assert set(settings) <= {"capacity", "driver_reserved", "gpu_sms", "cuda_major"}
+    assert set(settings) <= {"capacity", "driver_reserved", "gpu_sms", "cuda_major", "gpu_l2_cache"}
     value, span = settings["capacity"]
     return lib.check_value("capacity", value, span)
 
@@ -97,6 +97,17 @@ def test_every_nvidia_preset_sets_its_sm_count_with_a_source(lib):
     for name, settings, above in nvidia_presets(lib):
         assert "gpu_sms" in settings, name
         assert above[0].startswith("# SMs: ") and str(settings["gpu_sms"]) in above[0], name
+
+
+def test_every_nvidia_preset_sets_its_l2_cache_with_a_source(lib):
+    # the L2 cache as torch's L2_cache_size reports it (Inductor's benchmark buffer in vLLM's
+    # profile run is that size), in whole MiB as torch prints it, or the datasheet's where no
+    # driver figure was found
+    for name, settings, above in nvidia_presets(lib):
+        assert "gpu_l2_cache" in settings, name
+        block = [line for line in above[:4] if line.startswith("# L2: ")]
+        mib = lib.check_value("gpu_l2_cache", settings["gpu_l2_cache"], None) / 2**20
+        assert block and mib == int(mib) and f"{int(mib)}MB" in block[0].replace(" MB", "MB"), name
 
 
 # name -> the total CUDA reports, as quoted by the source named in gpus.mem's "# reserved:" line:

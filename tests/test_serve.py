@@ -409,6 +409,28 @@ def test_trtllm_takes_a_fraction_of_what_is_free_not_of_the_total(lib):
     assert trt.evaluate("trtllm_kv_memory") == sympy.Rational(9, 10) * free
 
 
+def test_trtllm_pipeline_stages_take_the_fewest_tokens_of_any_rank(lib):
+    # TensorRT-LLM (docs/research/pp-engines.md): each rank sizes its pool from its own free memory
+    # and its own layers' bytes per token, then max_tokens is all-reduced with MIN.  Llama-3.1-70B
+    # at pp = 4: 20 layers a stage (8 KV heads x 128 x K,V x bf16 x 20 = 81,920 B a token);
+    # the first stage adds the embedding, the last the final norm and the head (the same size plus
+    # the norm), so the last has the least left (by 16 KiB: the same tokens as the first here)
+    s = Scenario.create(lib, "llama3.1-70b", "h100-80g", values={"mode": "infer", "seq_len": 8192, "pp": 4,
+                                                                 "serving_engine": "trtllm"})
+    stage = {st: s.with_values(pp_stage=st) for st in ("first", "middle", "last")}
+    for st in stage.values():
+        assert st.evaluate("kv_cache_per_token") == 20 * 8 * 128 * 2 * 2
+    tokens = {n: math.floor(st.evaluate("trtllm_kv_memory") / 81_920) for n, st in stage.items()}
+    assert tokens["last"] <= tokens["first"] < tokens["middle"]
+    for st in ("busiest", "first", "last"):
+        assert s.with_values(pp_stage=st).evaluate("trtllm_max_tokens") == tokens["last"]
+    # torch.tensor_split puts the remainder on the first ranks: 30 layers over 4 are 8, 8, 7, 7
+    # (vLLM's split: 7, 8, 8, 7)
+    odd = s.with_values(num_hidden_layers=30)
+    assert [odd.with_values(pp_stage=st).evaluate("stage_layers") for st in ("first", "middle", "last")] == [8, 8, 7]
+    assert odd.with_values(serving_engine="vllm", pp_stage="first").evaluate("stage_layers") == 7
+
+
 def test_memform_serve_engine_trtllm_prints_its_log_figures():
     code, out, err = run("serve", "llama3.1-8b", "--engine", "trtllm", "--gpu", "h100-80g",
                          "--set", "max_seq_len=8192", "--set", "kv_cache_free_gpu_mem_fraction=0.8", "--json")

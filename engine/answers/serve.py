@@ -112,7 +112,7 @@ OPAQUE = OPAQUE_RULES + tuple(n for e in ENGINES.values() for n, _ in e.breakdow
     "max_num_batched_tokens", "mem_fraction_static", "sglang_profiled_tokens", "sglang_full_pool_raw",
     "swa_max_total_num_tokens")
 #: rules read at another pipeline stage, written so (stage_gpu_blocks[pp_stage = first])
-REBOUND = ("stage_gpu_blocks",)
+REBOUND = ("stage_gpu_blocks", "trtllm_stage_max_tokens")
 #: engine inputs kept symbolic in the formula column
 KEPT = ("gpu_memory_utilization", "block_size", "seq_len", "page_size", "free_gpu_memory_fraction",
         "tokens_per_block")

@@ -47,17 +47,19 @@ def hand_numpy(b, s, dp, tp, pp, zero, rec):
     P, L, h, V = 6_738_415_616, 32, 4096, 32000
     layer = 4 * h * h + 3 * h * 11008 + 2 * h
     lps = np.ceil(L / pp)
-    share = np.where(pp == 1, 1.0, (lps * layer + V * h + h) / P) / tp  # last stage: head + norm
+    stage = np.where(pp == 1, 1.0, (lps * layer + V * h + h) / P)  # the last stage: head + norm
+    whole = (2 * L + 1) * h / P  # the norms, whole on every tp rank (in each stage's proportion)
+    params = P * stage * ((1 - whole) / tp + whole)
     st1, st2, st3 = (np.where(zero >= k, dp, 1.0) for k in (1, 2, 3))
     steps = 4 * 291 * lps / L  # AdamW's fp32 step: 291 parameter tensors, the stage's share
-    states = P * share * (2 / st3 + 4 / st1 + 2 / st2 + 8 / st1) + steps
+    states = params * (2 / st3 + 4 / st1 + 2 / st2 + 8 / st1) + steps
     sbh = s * b * h
     full = rec == 2
     layer_act = sbh * (10 + 24 / tp)
     act = pp * lps * np.where(full, 2 * sbh, layer_act) + np.where(full, layer_act, 0)
     logits = s * b * V * 4 / tp + 4 * sbh
     tensors = states + act + logits
-    comm = np.where((zero == 3) & (dp > 1), 2 * layer / tp, 0)
+    comm = np.where((zero == 3) & (dp > 1), 2 * ((layer - 2 * h) / tp + 2 * h), 0)  # a gathered layer
     return tensors + 512 * 2**20 + comm + 0.1 * tensors
 
 

@@ -35,6 +35,7 @@ serving = lazy("engine.answers.serve")
 solving = lazy("engine.answers.solve")
 planning = lazy("engine.answers.plan")
 checks = lazy("engine.answers.checks")
+exact = lazy("engine.compile.exact")
 measuring = lazy("engine.answers.measure")
 display = lazy("engine.present.display")
 docs = lazy("engine.present.docs")
@@ -174,6 +175,18 @@ def build_parser() -> argparse.ArgumentParser:
     plt.add_argument("--gpu", help="a GPU preset: draws its capacity and the largest value that fits")
     plt.add_argument("--capacity", metavar="BYTES")
     plt.add_argument("--out", metavar="FILE", help="image file (default: MODEL-X.png; .svg and .pdf work too)")
+    cmp = sub.add_parser("compile", parents=[common],
+                         help="rules as a program of the names that vary: Python (exact), numpy or JavaScript source")
+    cmp.add_argument("model", metavar="MODEL")
+    cmp.add_argument("--gpu")
+    cmp.add_argument("--capacity", metavar="BYTES")
+    cmp.add_argument("--vary", required=True, metavar="NAMES",
+                     help="the inputs, options or rules the program takes, comma-separated: micro_batch,seq_len")
+    cmp.add_argument("--rule", dest="rule_names", action="append", metavar="RULE",
+                     help="a rule the program gives (repeatable; default: total)")
+    cmp.add_argument("--target", default="python", choices=["python", "numpy", "js"],
+                     help="python: exact ints and fractions; numpy: float64 over arrays; js: exact rationals (BigInt)")
+    cmp.add_argument("--out", metavar="FILE", help="write the program here (default: print it)")
     msr = sub.add_parser("measure", help="measure a real PyTorch model (needs torch) beside memform's prediction")
     msr.add_argument("model", metavar="MODEL_OR_CONFIG", help="a model preset or a Hugging Face config.json")
     msr.add_argument("--set", dest="sets", action="extend", nargs="+", default=[], metavar="NAME=VALUE",
@@ -629,6 +642,37 @@ def cmd_plot(args, out) -> int:
     return 0
 
 
+def cmd_compile(args, out) -> int:
+    lib = _library(args.rules)
+    scenario = _scenario(lib, args, args.model)
+    varying = tuple(dict.fromkeys(n.strip() for n in args.vary.split(",") if n.strip()))
+    if not varying:
+        raise UsageError("--vary names no input, option or rule", hint="for example --vary micro_batch,seq_len")
+    rules = tuple(dict.fromkeys(args.rule_names or ["total"]))
+    for name in varying:
+        if name not in lib.inputs and name not in lib.options and name not in lib.rules:
+            raise UnknownNameError(f"unknown name '{shown(name)}' in --vary",
+                                   hint=did_you_mean(name, [*lib.inputs, *lib.options, *lib.rules]))
+    for name in rules:
+        if name not in lib.rules:
+            raise UnknownNameError(f"'{shown(name)}' is not a rule", hint=did_you_mean(name, lib.rules))
+    evaluator = exact.Evaluator.of(scenario, rules, varying)
+    fixed = ", ".join(shown(text, 255) for text in args.sets)
+    title = (f"memform {_version()}: {', '.join(rules)} of {shown(args.model, 255)}"
+             + (f" on {args.gpu}" if args.gpu else "") + f", as a function of {', '.join(varying)}\n"
+             f"(every other value the preset's and the defaults'{', with ' + fixed if fixed else ''}, folded in)\n"
+             + {"python": "exact: ints and fractions.Fraction; evaluate({name: value}) -> {rule: value}",
+                "numpy": "float64 over numpy arrays; evaluate({name: array}) -> {rule: array}",
+                "js": "exact rationals over BigInt; evaluate({name: value}) -> {rule: value as text}"}[args.target])
+    text = evaluator.module(args.target, title)
+    if args.out:
+        Path(args.out).write_text(text)
+        out.write(f"wrote {args.out}: {', '.join(rules)} over {', '.join(varying)} ({evaluator.steps} steps)\n")
+    else:
+        out.write(text)
+    return 0
+
+
 def _measured(lib, args):
     """The scenario to measure: precision defaults to fp32 (measure runs pure fp32 or bf16)."""
     scenario = _scenario(lib, args, args.model)
@@ -678,7 +722,7 @@ def error_json(exc: EngineError) -> dict:
 ANSWERED = ("show", "solve", "plan")
 
 COMMANDS = {"estimate": cmd_estimate, "serve": cmd_serve, "solve": cmd_solve, "show": cmd_show, "plan": cmd_plan,
-            "check": cmd_check, "presets": cmd_presets, "docs": cmd_docs, "plot": cmd_plot,
+            "check": cmd_check, "presets": cmd_presets, "docs": cmd_docs, "plot": cmd_plot, "compile": cmd_compile,
             "measure": cmd_measure, "calibrate": cmd_calibrate, "names": cmd_names}
 
 

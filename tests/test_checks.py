@@ -246,7 +246,8 @@ def _broken_library(tmp_path):
 
 
 def test_the_sampled_checks_find_a_broken_rule(tmp_path, monkeypatch):
-    # the library's own checks are sampled together over the compiled trees (engine/vector.py);
+    # the library's own checks are sampled together over the compiled trees (one numpy program,
+    # engine/answers/checks.py _program);
     # the copy's files count as the library's own here, so that path is the one that runs
     import engine.answers.checks as checks
     lib = _broken_library(tmp_path)

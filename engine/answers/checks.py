@@ -1,7 +1,8 @@
 """Testing the library's ``check`` invariants on every model preset.
 
 Each check is composed once into two expressions over inputs and option codes,
-compiled with :func:`engine.compile.lambdas.compile_expr` (lambdify to numpy), and evaluated on a sample of
+compiled with :func:`engine.compile.lambdas.compile_expr` (the numpy backend of
+:mod:`engine.compile.codegen`), and evaluated on a sample of
 scenarios per model preset: inputs the preset leaves open are drawn log-uniformly within
 their domain, options the preset leaves open are drawn over all their choices, except
 architecture names (those some model preset sets), which keep their defaults.
@@ -17,7 +18,7 @@ import sympy
 from ..compile.compiler import compile_library, expr_tree
 from ..compile.lambdas import compile_expr, real_values
 from ..compile.model import Scenario
-from ..compile.vector import VectorEvaluator, reach
+from ..compile.codegen import Numpy, Specialiser, load_python, reach
 from ..errors import DomainError, EngineError, MissingInputError, ResourceLimitError, UsageError
 from ..lang.rules import CheckDecl, InputDecl, OptionDecl
 from ..library.registry import COMPOSE_CPU_SECONDS, Library, _OverBudget, _cpu_budget, shipped
@@ -240,11 +241,45 @@ def run_checks(lib: Library, samples: int = 2000) -> list[CheckResult]:
             for i, item in enumerate(lib.lowered_checks)]
 
 
+def _program(rules: dict, prepared: list, varying: tuple, failed: dict):
+    """The sides (and conditions) of the checks in ``prepared`` as one numpy program of the
+    names in ``varying`` (every input and option, and the rules a preset pins), each rule
+    computed once for every check that reads it (:mod:`engine.compile.codegen`), and for
+    each check the places of its trees among the program's outputs.  A check whose numbers
+    leave float64's range is marked in ``failed`` (:func:`run_check` says so) and left out."""
+    def build(items):
+        program = Specialiser(rules, {}, varying, {})
+        trees = [program.node(t, program.top, frozenset()) for *_, ts, _ in items for t in ts]
+        return load_python(Numpy(), program.steps, trees, len(varying))
+
+    try:
+        fn = build(prepared)
+    except OverflowError:  # some check's constant: the others are compiled without it
+        fn = None
+    outputs, place = [], 0
+    kept = []
+    for item in prepared:
+        if fn is None:
+            try:
+                build([item])
+            except OverflowError:
+                failed[id(item[0])] = None
+                outputs.append(None)
+                continue
+        kept.append(item)
+        outputs.append(tuple(range(place, place + len(item[2]))))
+        place += len(item[2])
+    if fn is None:
+        fn = build(kept)
+    return fn, outputs
+
+
 class _Sampled:
     """Checks on one sample of every input and option, ``samples`` scenarios per model preset
     (the options and inputs a preset leaves open drawn as :func:`_column` draws them), one
-    preset at a time: the library's rules over it (:class:`engine.compile.vector.VectorEvaluator`,
-    each rule evaluated once for every check that reads it), no sympy composition."""
+    preset at a time: the library's rules over it (one numpy program of every input and
+    option for all the checks, :func:`_program`, each rule evaluated once for every check
+    that reads it), no sympy composition."""
 
     def __init__(self, lib: Library, samples: int, seed: int = 0) -> None:
         self.lib, self.samples, self.seed = lib, samples, seed
@@ -272,22 +307,23 @@ class _Sampled:
         n = self.samples
         tested = {id(c): 0 for c, *_ in prepared}
         failed: dict = {}
+        names = sorted(syms)
+        programs: dict = {}  # the pinned rules -> the checks' program (every input and option varying)
         for name, fixed in models:
-            env = {k: _column(lib, syms[k], fixed, architecture, rng, n) for k in sorted(syms)}
-            pins = {k: (np.full(n, k in fixed), np.full(n, float(lib.check_value(k, fixed[k])) if k in fixed else np.nan))
-                    for k in pinned}
-            evaluator = VectorEvaluator(rules, env, pins)
-            for check, sides, trees, inputs in prepared:
-                if id(check) in failed:
+            env = {k: _column(lib, syms[k], fixed, architecture, rng, n) for k in names}
+            pins = tuple(k for k in pinned if k in fixed)
+            if pins not in programs:
+                programs[pins] = _program(rules, prepared, (*names, *pins), failed)
+            program, outputs = programs[pins]
+            args = [env[k] for k in names] + [np.full(n, float(lib.check_value(k, fixed[k]))) for k in pins]
+            with np.errstate(all="ignore"):
+                values = program(*args)
+            for (check, sides, trees, inputs), where in zip(prepared, outputs):
+                if id(check) in failed or where is None:
                     continue
-                try:
-                    with np.errstate(all="ignore"):
-                        a, b = (real_values(evaluator.value(t), n) for t in trees[:2])
-                        mask = (np.broadcast_to(np.asarray(evaluator.value(trees[2]), bool), (n,))
-                                if len(trees) == 3 else np.ones(n, bool))
-                except OverflowError:  # past float64: run_check says so
-                    failed[id(check)] = None
-                    continue
+                a, b = (real_values(values[i], n) for i in where[:2])
+                mask = (np.broadcast_to(np.asarray(values[where[2]], bool), (n,))
+                        if len(where) == 3 else np.ones(n, bool))
                 count, bad = _judge(check.op, a, b, mask)
                 tested[id(check)] += count
                 if len(bad):

@@ -27,7 +27,7 @@ from fractions import Fraction
 
 from ..lang.constants import MAX_BITS, Unsupported
 from ..lazy import lazy
-from .exact import _RELATIONS
+from ..lang.constants import _RELATIONS
 
 sympy = lazy("sympy")  # only to read a sympy expression (from_sympy)
 

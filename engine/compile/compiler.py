@@ -3,11 +3,9 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-import sympy
-
-from ..lang.rules import At, RuleDecl
 from ..lang.units import UNITS
 from .model import components, derived
+from .totrees import expr_tree
 from .trees import FORMAT, _read, _write
 
 
@@ -61,47 +59,3 @@ def _plain(value):
 
 def _tree(lib, name: str) -> tuple:
     return expr_tree(lib, lib.lowered[name])
-
-
-def expr_tree(lib, expr) -> tuple:
-    """A resolved expression (a rule's, a check side) as the tree of tuples the compiled form
-    keeps: ("+", a, b), ("v", input), ("r", rule), ("if", (condition, value), ...) ...; what
-    has no tree form (log2, an irrational power, NaN) is ("?", its text)."""
-    inputs = {s: n for n, s in lib._input_syms.items()}
-    inputs.update({s: n for n, s in lib._option_syms.items()})
-    rules = {s: s.name for s in expr.free_symbols
-             if isinstance(lib.decls.get(s.name), RuleDecl) and s == sympy.Symbol(s.name)}
-    relations = {sympy.Eq: "==", sympy.Ne: "!=", sympy.Lt: "<", sympy.Le: "<=", sympy.Gt: ">",
-                 sympy.Ge: ">="}
-    nary = {sympy.Add: "+", sympy.Mul: "*", sympy.Max: "max", sympy.Min: "min", sympy.And: "and",
-            sympy.Or: "or"}
-
-    def walk(e) -> tuple:
-        if e.is_Rational:
-            return ("n", Fraction(int(e.p), int(e.q)))
-        if e is sympy.true or e is sympy.false:
-            return ("b", bool(e))
-        if isinstance(e, sympy.Symbol):
-            if e in inputs:
-                return ("v", inputs[e])
-            if e in rules:
-                return ("r", rules[e])
-            return ("?", str(e))  # not resolvable: the full path reports it
-        if type(e) in nary:
-            return (nary[type(e)], *map(walk, e.args))
-        if type(e) in relations:
-            return (relations[type(e)], walk(e.lhs), walk(e.rhs))
-        if isinstance(e, sympy.Not):
-            return ("not", walk(e.args[0]))
-        if isinstance(e, sympy.Pow) and e.exp.is_Integer:
-            return ("^", walk(e.base), int(e.exp))
-        if isinstance(e, (sympy.ceiling, sympy.floor)):
-            return ("ceil" if isinstance(e, sympy.ceiling) else "floor", walk(e.args[0]))
-        if isinstance(e, sympy.Piecewise):
-            return ("if", *((walk(c), walk(v)) for v, c in e.args))
-        if isinstance(e, At):
-            flat = e.args[1:]
-            return ("@", e.args[0].name, tuple((inputs[k], walk(v)) for k, v in zip(flat[::2], flat[1::2])))
-        return ("?", str(e))  # nan, an irrational power, log2 ...: the full path answers
-
-    return walk(expr)

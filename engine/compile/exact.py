@@ -8,8 +8,9 @@ and again with a few values changed.  :class:`Evaluator` takes the library's pla
 sympy), fixes the model, the GPU, the options and every value that is not named as varying,
 and folds everything those decide: the branches of each option's ``match`` and ``if``, the
 model's sizes, whole rules that do not depend on the varying names.  What is left is a
-straight-line program of closures over the varying values, one step per rule that still
-depends on them, evaluated with exact integers and :class:`fractions.Fraction`.  Memory is
+straight-line program over the varying values, one step per rule that still depends on
+them, printed as Python source and compiled (:mod:`engine.compile.codegen`, its exact
+backend), evaluated with exact integers and :class:`fractions.Fraction`.  Memory is
 the program's, whatever the number of configurations.
 
 >>> ev = Evaluator("llama2-7b", "total", varying=("micro_batch", "seq_len"))
@@ -18,7 +19,7 @@ True
 >>> evaluate("llama2-7b", "n_params")
 Fraction(6738415616, 1)
 
-With nothing varying, the same :class:`Program` folds every rule to its value: that is how
+With nothing varying, the same specialiser folds every rule to its value: that is how
 :func:`engine.compile.exact.evaluate_rules` answers ``memform estimate`` without sympy (``tests/test_fast.py``
 holds it to the sympy path).  ``tests/test_exact.py`` checks the specialised program against
 the folded one for every rule of every model preset, and against the sympy path for the
@@ -26,16 +27,16 @@ top-level rules; ``bench/run.py`` measures configurations per second.
 """
 from __future__ import annotations
 
-import math
-import operator
 import weakref
 from collections import OrderedDict
 from fractions import Fraction
 from typing import Iterable
 
 from ..errors import DomainError, EngineError, UnknownNameError, did_you_mean
-from ..lang.constants import MAX_BITS, MAX_VALUE, Unsupported, _RELATIONS
+from ..lang.constants import MAX_BITS, MAX_VALUE, Unsupported
 from ..lazy import lazy
+from . import codegen
+from .codegen import PythonExact, Specialiser, load_python, plain
 from .trees import _key, _read, validate
 
 compiler = lazy("engine.compile.compiler")  # sympy: only where the cache holds no compiled form
@@ -43,14 +44,6 @@ cache = lazy("engine.compile.cache")
 
 __all__ = ["Evaluator", "evaluate"]
 
-
-
-def plain(x):
-    """An exact number as the program computes with it: an int where it is whole (int
-    arithmetic is many times faster than Fraction's), else a Fraction."""
-    if type(x) is Fraction and x.denominator == 1:
-        return x.numerator
-    return x
 
 
 def number(options: dict, name: str, value):
@@ -64,229 +57,12 @@ def number(options: dict, name: str, value):
 
 def bindings(compiled: dict, values: dict, varying=()) -> tuple[dict, dict]:
     """``values`` (choice names, numbers) but the ``varying`` names, split into the inputs and
-    options a :class:`Program` fixes and the rules it pins."""
+    options a :class:`engine.compile.codegen.Specialiser` fixes and the rules it pins."""
     fixed, pins = {}, {}
     for name, value in values.items():
         if name not in varying:
             (pins if name in compiled["rules"] else fixed)[name] = number(compiled["options"], name, value)
     return fixed, pins
-
-
-def _inverse(x):
-    if x == 0:
-        raise ZeroDivisionError("division by zero")
-    return Fraction(1, x) if type(x) is int else 1 / x
-
-
-def _unsupported(what: str):
-    def f(s):
-        raise Unsupported(what)
-    return f
-
-
-def _const(c):
-    return lambda s: c
-
-
-def _sum(fs: list, c):
-    if len(fs) == 1:
-        f = fs[0]
-        return f if c == 0 else (lambda s: f(s) + c)
-    if len(fs) == 2:
-        f, g = fs
-        return (lambda s: f(s) + g(s)) if c == 0 else (lambda s: f(s) + g(s) + c)
-    fs = tuple(fs)
-    return lambda s: sum([f(s) for f in fs], c)
-
-
-def _product(fs: list, c):
-    if len(fs) == 1:
-        f = fs[0]
-        return f if c == 1 else (lambda s: f(s) * c)
-    if len(fs) == 2:
-        f, g = fs
-        return (lambda s: f(s) * g(s)) if c == 1 else (lambda s: f(s) * g(s) * c)
-    fs = tuple(fs)
-
-    def f(s):
-        out = c
-        for g in fs:
-            out = out * g(s)
-        return out
-    return f
-
-
-def _power(f, e: int):
-    if e == 1:
-        return f
-    if e == 2:
-        return lambda s: (lambda x: x * x)(f(s))
-    if e >= 0:
-        return lambda s: f(s) ** e
-    return lambda s: _inverse(f(s) ** -e)
-
-
-def _extreme(pick, fs: list, c):
-    if len(fs) == 1:
-        f = fs[0]
-        return f if c is None else (lambda s: pick(f(s), c))
-    if len(fs) == 2 and c is None:
-        f, g = fs
-        return lambda s: pick(f(s), g(s))
-    if c is not None:
-        fs = [*fs, _const(c)]
-    fs = tuple(fs)
-    return lambda s: pick([f(s) for f in fs])
-
-
-def _branches(arms: list):
-    """``arms``: (condition closure or None for 'otherwise', value closure), in order."""
-    if len(arms) == 1 and arms[0][0] is None:
-        return arms[0][1]
-    if len(arms) == 2 and arms[1][0] is None:
-        (c, f), (_, g) = arms
-        return lambda s: f(s) if c(s) else g(s)
-    arms = tuple(arms)
-
-    def f(s):
-        for c, v in arms:
-            if c is None or c(s):
-                return v(s)
-        raise Unsupported("no branch applies")
-    return f
-
-
-class Program:
-    """The straight-line program of some rules, specialised (with nothing varying, their
-    values, folded).  A partial value is either
-    ``(True, number)`` (folded) or ``(False, closure)``: ``closure(slots)`` computes it from
-    the slots, the first of which hold the varying values."""
-
-    def __init__(self, compiled: dict, fixed: dict, varying: tuple[str, ...], pins: dict):
-        self.rules = compiled["rules"]
-        self.steps: list[tuple[int, object]] = []
-        self.size = len(varying)
-        self.top = {n: (True, v) for n, v in fixed.items()}
-        self.top.update({n: (False, i) for i, n in enumerate(varying)})
-        self.pins = {n: (True, v) for n, v in pins.items()}
-        self.pins.update({n: (False, i) for i, n in enumerate(varying) if n in self.rules})
-        self.memo: dict = {}
-
-    def _slot(self, f) -> int:
-        self.steps.append((self.size, f))
-        self.size += 1
-        return self.size - 1
-
-    def rule(self, name: str, env: dict, key: frozenset):
-        """(True, value) or (False, slot index) of rule ``name`` in binding ``env``."""
-        if name in self.pins:
-            return self.pins[name]
-        found = self.memo.get((key, name))
-        if found is None:
-            known, v = self.node(self.rules[name][2], env, key)
-            found = self.memo[(key, name)] = (True, v) if known else (False, self._slot(v))
-        return found
-
-    def _ref(self, found):
-        known, v = found
-        return found if known else (False, operator.itemgetter(v))
-
-    def node(self, t: tuple, env: dict, key: frozenset):
-        op = t[0]
-        if op == "n":
-            return True, plain(t[1])
-        if op == "b":
-            return True, t[1]
-        if op == "v":
-            if t[1] not in env:
-                return False, _unsupported(f"'{t[1]}' has no value: give one, or a preset that sets it")
-            return self._ref(env[t[1]])
-        if op == "r":
-            return self._ref(self.rule(t[1], env, key))
-        if op == "?":
-            return False, _unsupported(f"cannot evaluate {t[1]!r} without sympy")
-        if op == "@":
-            return self._at(t, env, key)
-        if op == "if":  # the arms in order; those whose condition is known false dropped
-            arms = []
-            for cond, value in t[1:]:
-                known, c = self.node(cond, env, key)
-                if known and not c:
-                    continue
-                part = self.node(value, env, key)
-                if known and not arms:  # the first arm that can apply always does
-                    return part
-                arms.append((None if known else c, self._closure(part)))
-                if known:
-                    break
-            if not arms:
-                return False, _unsupported("no branch applies")
-            return False, _branches(arms)
-        parts = [self.node(a, env, key) for a in (t[1:] if op != "^" else t[1:2])]
-        known = [v for k, v in parts if k]
-        fs = [v for k, v in parts if not k]
-        if op == "+":
-            c = plain(sum(known, 0))
-            return (True, c) if not fs else (False, _sum(fs, c))
-        if op == "*":
-            c = 1
-            for v in known:
-                c = c * v
-            c = plain(c)
-            return (True, c) if not fs or c == 0 else (False, _product(fs, c))
-        if op == "^":
-            e = t[2]
-            if not fs:
-                if known[0] == 0 and e < 0:
-                    return False, _unsupported("division by zero")
-                return True, plain(Fraction(known[0]) ** e)
-            return False, _power(fs[0], e)
-        if op in _RELATIONS:
-            rel = _RELATIONS[op]
-            if not fs:
-                return True, rel(*known)
-            f, g = (self._closure(p) for p in parts)
-            return False, lambda s: rel(f(s), g(s))
-        if op == "and" or op == "or":
-            if any(bool(v) == (op == "or") for v in known):
-                return True, op == "or"
-            if not fs:
-                return True, op == "and"
-            if len(fs) == 1:
-                return False, fs[0]
-            fs = tuple(fs)
-            return False, ((lambda s: all(f(s) for f in fs)) if op == "and" else (lambda s: any(f(s) for f in fs)))
-        if op == "not":
-            if not fs:
-                return True, not known[0]
-            f = fs[0]
-            return False, lambda s: not f(s)
-        if op == "max" or op == "min":
-            pick = max if op == "max" else min
-            c = plain(pick(known)) if known else None
-            return (True, c) if not fs else (False, _extreme(pick, fs, c))
-        if op == "ceil" or op == "floor":
-            rnd = math.ceil if op == "ceil" else math.floor
-            if not fs:
-                return True, rnd(known[0])
-            f = fs[0]
-            return False, lambda s: rnd(f(s))
-        return False, _unsupported(f"cannot evaluate {op!r}")
-
-    @staticmethod
-    def _closure(part):
-        known, v = part
-        return _const(v) if known else v
-
-    def _at(self, t: tuple, env: dict, key: frozenset):
-        """target[k = v, ...]: the target in a binding with the keys rebound, each value
-        computed in the current one (a slot of its own when it varies)."""
-        rebound = dict(env)
-        for name, value in t[2]:
-            known, v = self.node(value, env, key)
-            rebound[name] = (True, v) if known else (False, self._slot(v))
-        new_key = frozenset((n, v) for n, v in rebound.items() if self.top.get(n) != v)
-        return self._ref(self.rule(t[1], rebound, new_key))
 
 
 class Evaluator:
@@ -356,11 +132,12 @@ class Evaluator:
         """The program, with the values in ``merged`` (choice names, Fractions) fixed but the
         varying ones."""
         fixed, pins = bindings(self._compiled, merged, self.varying)
-        program = Program(self._compiled, fixed, self.varying, pins)
+        program = Specialiser(self._compiled["rules"], fixed, self.varying, pins)
         top = dict(program.top)
-        self._out = [program.rule(r, top, frozenset()) for r in self.rules]
-        self._steps = tuple(program.steps)
-        self._size = program.size
+        outputs = [program.rule(r, top, frozenset()) for r in self.rules]
+        self._steps = len(program.steps)
+        self._residual = (program.steps, outputs, program.labels)
+        self._program = load_python(PythonExact(), program.steps, outputs, len(self.varying))
         self._readers = tuple(self._reader(n) for n in self.varying)
 
     def _reader(self, name: str):
@@ -429,44 +206,49 @@ class Evaluator:
             extra = [n for n in values if n not in self.varying]
             raise EngineError("give exactly the varying names" + (f"; missing: {', '.join(missing)}" if missing else "")
                               + (f"; not varying here: {', '.join(extra)}" if extra else ""))
-        s = [None] * self._size
-        for i, (name, read) in enumerate(zip(self.varying, self._readers)):
-            s[i] = read(values[name])
+        args = [read(values[name]) for name, read in zip(self.varying, self._readers)]
         try:
-            for j, f in self._steps:
-                s[j] = f(s)
+            found = self._program(*args)
         except Unsupported as exc:
             raise EngineError(f"cannot evaluate exactly here: {exc}") from None
         except ZeroDivisionError:
             raise DomainError("a rule divides by zero for these values") from None
         out = []
-        for (known, v), rule in zip(self._out, self.rules):
-            value = Fraction(v if known else s[v])
+        for v, rule in zip(found, self.rules):
+            value = Fraction(v)
             if max(value.numerator.bit_length(), value.denominator.bit_length()) > MAX_BITS:
                 raise DomainError(f"'{rule}' has more than {MAX_BITS:,} bits for these values")
             out.append(value)
         return out[0] if self._one else dict(zip(self.rules, out))
 
+    def module(self, target: str = "python", title: str = "") -> str:
+        """This program as a file of its own (:func:`engine.compile.codegen.module`): a Python
+        module (``python``: exact; ``numpy``: float64 over arrays) or a JavaScript script
+        (``js``: exact rationals), with ``evaluate(values)`` over the varying names."""
+        steps, outputs, labels = self._residual
+        return codegen.module(target, steps, outputs, self.varying, self.rules, self._options, title, labels)
+
     @property
     def steps(self) -> int:
         """How many rules (and rebound values) the program still computes per call."""
-        return len(self._steps)
+        return self._steps
 
 
 def evaluate_rules(compiled: dict, values: dict, names) -> dict[str, Fraction]:
     """The exact values of rules ``names`` under ``values`` (choice names and Fractions):
-    :class:`Program` with nothing varying, which folds every rule to its value
-    (each rule once per binding); :class:`Unsupported` where one cannot be computed without
-    sympy (a value missing, log2, no branch that applies)."""
+    :class:`engine.compile.codegen.Specialiser` with nothing varying, which folds every rule
+    to its value (each rule once per binding); :class:`Unsupported` where one cannot be
+    computed without sympy (a value missing, log2, no branch that applies)."""
     fixed, pins = bindings(compiled, values)
-    program = Program(compiled, fixed, (), pins)
+    program = Specialiser(compiled["rules"], fixed, (), pins)
     found = [program.rule(name, program.top, frozenset()) for name in names]
-    slots = [None] * program.size
-    for j, f in program.steps:  # only what cannot be folded: each raises Unsupported
-        slots[j] = f(slots)
+    if program.steps:  # only what cannot be folded: each raises Unsupported
+        found = load_python(PythonExact(), program.steps, found, 0)()
+    else:
+        found = [v for _, v in found]
     out = {}
-    for name, (known, v) in zip(names, found):
-        value = Fraction(v if known else slots[v])
+    for name, v in zip(names, found):
+        value = Fraction(v)
         if max(value.numerator.bit_length(), value.denominator.bit_length()) > MAX_BITS:
             raise Unsupported(f"'{name}' is too large")
         out[name] = value

@@ -1,0 +1,831 @@
+"""One compiler, several backends: the library's trees as generated source.
+
+The library is compiled once into plain-data trees (:mod:`engine.compile.compiler`, kept in
+the cache).  This module turns those trees into programs:
+
+1. :class:`Specialiser` fixes what stays fixed (the model's sizes, the options, every value
+   not named as varying, pinned rules) and folds everything those decide: the branches of
+   each ``match`` and ``if``, whole rules that read none of the varying names.  What is left
+   is a *residual program*: one step per rule (or rebound value) that still depends on the
+   varying names, each a small tree over the varying values and earlier steps.
+2. A :class:`Backend` prints the residual program as source in its target: exact Python
+   (ints and :class:`fractions.Fraction`, :class:`PythonExact`), vectorised numpy (float64,
+   :class:`Numpy`), JavaScript with exact rationals over BigInt (:class:`JavaScript`).  The
+   printing (statements, temporaries, laziness of branches) is shared; a backend says how
+   each operation is written.
+
+The Python backends' source is compiled in this process by :func:`load_python`.  It is not
+text from a user: it is printed from the trees by this module, and before it is compiled
+every token of it is checked (:func:`_checked_source`): names only from the backend's fixed
+helpers, its slots and temporaries and Python's keywords, numbers only as decimal integer
+literals (and float literals for numpy), no strings, no attribute other than the helper
+module's.  A rule's or input's name never reaches the source (they become slot numbers), a
+fraction is an entry of a constants table, a message an index into a table of messages.
+
+>>> from fractions import Fraction
+>>> rules = {"area": (0, 0, ("*", ("v", "w"), ("v", "h"))),
+...          "half": (0, 0, ("*", ("r", "area"), ("n", Fraction(1, 2))))}
+>>> program = Specialiser(rules, {"w": 3}, ("h",), {})
+>>> out = [program.rule("half", program.top, frozenset())]
+>>> print(PythonExact().source(program.steps, out, 1))
+def program(x0):
+    s1 = (3 * x0)
+    s2 = (_K[0] * s1)
+    return (s2,)
+<BLANKLINE>
+>>> load_python(PythonExact(), program.steps, out, 1)(5)
+(Fraction(15, 2),)
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from fractions import Fraction
+
+from ..lang.constants import Unsupported, _RELATIONS
+
+#: the exponent of a root or a logarithm's marker in a residual tree (only float backends
+#: compute them; the exact one declines, as the compiled form always has)
+RELATION_OPS = tuple(_RELATIONS)
+
+
+def plain(x):
+    """An exact number as programs compute with it: an int where it is whole, else a Fraction."""
+    if type(x) is Fraction and x.denominator == 1:
+        return x.numerator
+    return x
+
+
+def K(value) -> tuple:
+    """A folded value as a residual tree."""
+    return ("c", value)
+
+
+def known(t: tuple) -> bool:
+    return t[0] == "c"
+
+
+class Specialiser:
+    """The residual program of some rules of a compiled library (``rules``: name -> (dim,
+    unit, tree)) with the inputs and options in ``fixed`` fixed (option codes, exact
+    numbers), the names in ``varying`` given at each call (slots 0, 1, ...) and the rules in
+    ``pins`` pinned.
+
+    :meth:`rule` gives a rule's residual tree: ``("c", value)`` where it folds, else
+    ``("s", i)``, slot ``i`` being computed by step ``i`` of :attr:`steps` (a list of
+    ``(i, tree)`` in order).  A residual tree is made of ``("c", v)``, ``("s", i)``, ``+``,
+    ``*``, ``^`` (an int exponent), ``root`` (a fractional one), ``log``, ``max``, ``min``,
+    ``if`` (arms ``(condition or None, value)``, tried in order), the relations, ``and``,
+    ``or``, ``not``, ``ceil``, ``floor`` and ``("!", message)``: what cannot be computed
+    exactly (a value missing, a branch that no condition selects)."""
+
+    def __init__(self, rules: dict, fixed: dict, varying: tuple, pins: dict) -> None:
+        self.rules = rules
+        self.steps: list[tuple[int, tuple]] = []
+        self.size = len(varying)
+        self.top = {n: K(v) for n, v in fixed.items()}
+        self.top.update({n: ("s", i) for i, n in enumerate(varying)})
+        self.pins = {n: K(v) for n, v in pins.items()}
+        self.pins.update({n: ("s", i) for i, n in enumerate(varying) if n in rules})
+        self.memo: dict = {}
+        self._reads: dict = {}
+        self.labels: dict[int, str] = {}  # slot -> the rule it computes (comments of a module)
+
+    def _slot(self, t: tuple) -> tuple:
+        self.steps.append((self.size, t))
+        self.size += 1
+        return ("s", self.size - 1)
+
+    def rule(self, name: str, env: dict, key: frozenset) -> tuple:
+        """Rule ``name`` in binding ``env`` (``key``: the names it rebinds, with their
+        values): a constant or a slot.  A rule that reads none of the rebound names is the
+        outer binding's."""
+        if name in self.pins:
+            return self.pins[name]
+        if key and not (self.reads(name) & {n for n, _ in key}):
+            key, env = frozenset(), self.top
+        found = self.memo.get((key, name))
+        if found is None:
+            t = self.node(self.rules[name][2], env, key)
+            if t[0] not in ("c", "s"):
+                t = self._slot(t)
+                self.labels[t[1]] = name
+            found = self.memo[(key, name)] = t
+        return found
+
+    def reads(self, name: str) -> frozenset:
+        """The inputs and options rule ``name`` reads, through every rule it uses (a pinned
+        rule reads nothing)."""
+        found = self._reads.get(name)
+        if found is None:
+            names: set = set()
+            rules: set = set()
+            todo = [self.rules[name][2]]
+            while todo:
+                t = todo.pop()
+                op = t[0]
+                if op == "v":
+                    names.add(t[1])
+                elif op == "r" or op == "@":
+                    rules.add(t[1])
+                    if op == "@":
+                        todo.extend(v for _, v in t[2])
+                elif op == "if":
+                    todo.extend(x for arm in t[1:] for x in arm)
+                elif op in ("^", "root", "log"):
+                    todo.append(t[1])
+                elif op not in ("n", "b", "?"):
+                    todo.extend(t[1:])
+            self._reads[name] = frozenset()  # a cycle cannot be (the library is resolved)
+            found = frozenset(names).union(*(self.reads(r) for r in rules if r not in self.pins))
+            self._reads[name] = found
+        return found
+
+    def node(self, t: tuple, env: dict, key: frozenset) -> tuple:
+        op = t[0]
+        if op == "n":
+            return K(plain(t[1]))
+        if op == "b":
+            return K(t[1])
+        if op == "v":
+            if t[1] not in env:
+                return ("!", f"'{t[1]}' has no value: give one, or a preset that sets it")
+            return env[t[1]]
+        if op == "r":
+            return self.rule(t[1], env, key)
+        if op == "?":
+            return ("!", f"cannot evaluate {t[1]!r} without sympy")
+        if op == "@":
+            return self._at(t, env, key)
+        if op == "if":  # the arms in order; those whose condition is known false dropped
+            arms = []
+            for cond, value in t[1:]:
+                c = self.node(cond, env, key)
+                if known(c) and not c[1]:
+                    continue
+                v = self.node(value, env, key)
+                if known(c) and not arms:  # the first arm that can apply always does
+                    return v
+                arms.append((None if known(c) else c, v))
+                if known(c):
+                    break
+            if not arms:
+                return ("!", "no branch applies")
+            if arms[-1][0] is None and all(v == arms[0][1] for _, v in arms):
+                return arms[0][1]  # every arm the same: whichever applies
+            return ("if", *arms)
+        if op in ("root", "log"):  # only where a float backend asks for them (sympy_tree)
+            x = self.node(t[1], env, key)
+            return (op, x, *t[2:])
+        parts = [self.node(a, env, key) for a in (t[1:] if op != "^" else t[1:2])]
+        consts = [p[1] for p in parts if known(p)]
+        rest = [p for p in parts if not known(p)]
+        if op == "+":
+            c = plain(sum(consts, 0))
+            if not rest:
+                return K(c)
+            return rest[0] if len(rest) == 1 and c == 0 else ("+", *rest, *((K(c),) if c != 0 else ()))
+        if op == "*":
+            c = 1
+            for v in consts:
+                c = c * v
+            c = plain(c)
+            if not rest or c == 0:
+                return K(c)
+            return rest[0] if len(rest) == 1 and c == 1 else ("*", *((K(c),) if c != 1 else ()), *rest)
+        if op == "^":
+            e = t[2]
+            if not rest:
+                if consts[0] == 0 and e < 0:
+                    return ("!", "division by zero")
+                return K(plain(Fraction(consts[0]) ** e))
+            return rest[0] if e == 1 else ("^", rest[0], e)
+        if op in _RELATIONS:
+            if not rest:
+                return K(_RELATIONS[op](*consts))
+            return (op, *parts)
+        if op == "and" or op == "or":
+            if any(bool(v) == (op == "or") for v in consts):
+                return K(op == "or")
+            if not rest:
+                return K(op == "and")
+            return rest[0] if len(rest) == 1 else (op, *rest)
+        if op == "not":
+            return K(not consts[0]) if not rest else ("not", rest[0])
+        if op == "max" or op == "min":
+            pick = max if op == "max" else min
+            if not rest:
+                return K(plain(pick(consts)))
+            return (op, *rest, *((K(plain(pick(consts))),) if consts else ()))
+        if op == "ceil" or op == "floor":
+            if not rest:
+                return K((math.ceil if op == "ceil" else math.floor)(consts[0]))
+            return (op, rest[0])
+        return ("!", f"cannot evaluate {op!r}")
+
+    def _at(self, t: tuple, env: dict, key: frozenset) -> tuple:
+        """target[k = v, ...]: the target in a binding with the keys rebound, each value
+        computed in the current one (a slot of its own when it varies)."""
+        rebound = dict(env)
+        for name, value in t[2]:
+            v = self.node(value, env, key)
+            rebound[name] = v if known(v) else self._slot(v)
+        new_key = frozenset((n, v) for n, v in rebound.items() if self.top.get(n) != v)
+        return self.rule(t[1], rebound, new_key)
+
+
+#: the operations of a compiled tree that every backend computes; ("?", text) is none of them
+SUPPORTED = frozenset({"n", "b", "v", "r", "+", "*", "^", "if", "==", "!=", "<", "<=", ">", ">=", "and",
+                       "or", "not", "max", "min", "ceil", "floor", "@"})
+
+#: an option's dtype where no dtype applies (sympy's NaN): NaN in the float backends
+NAN = ("?", "nan")
+
+
+def reach(rules: dict, trees, follow: bool = True) -> tuple[set[str], set[str], bool]:
+    """The rules and the inputs (and options) that ``trees`` read, directly or through the
+    rules they use (``follow``; else the rules they name), and whether every operation on
+    the way is one this module evaluates."""
+    seen: set = set()
+    found: set = set()
+    ok = True
+    todo = list(trees)
+    while todo:
+        t = todo.pop()
+        op = t[0]
+        ok = ok and (op in SUPPORTED or t == NAN)
+        if op == "v":
+            found.add(t[1])
+        elif op == "r" or op == "@":
+            if t[1] not in seen:
+                seen.add(t[1])
+                if follow:
+                    todo.append(rules[t[1]][2])
+            if op == "@":
+                todo.extend(v for _, v in t[2])
+        elif op == "if":
+            todo.extend(x for arm in t[1:] for x in arm)
+        elif op == "^":
+            todo.append(t[1])
+        elif op not in ("n", "b", "?"):
+            todo.extend(t[1:])
+    return seen, found, ok
+
+
+def live(steps: list, outputs: list) -> list:
+    """The steps the outputs need (a rule reached only where a factor of zero drops it, or
+    rebound and then not read, is not computed)."""
+    needed = set()
+
+    def mark(t):
+        todo = [t]
+        while todo:
+            t = todo.pop()
+            op = t[0]
+            if op == "s":
+                needed.add(t[1])
+            elif op == "if":
+                todo.extend(x for arm in t[1:] for x in arm if x is not None)
+            elif op not in ("c", "!"):
+                todo.extend(x for x in t[1:] if isinstance(x, tuple))
+
+    for t in outputs:
+        mark(t)
+    kept = []
+    for i, t in reversed(steps):
+        if i in needed:
+            kept.append((i, t))
+            mark(t)
+    return kept[::-1]
+
+
+# ---------------------------------------------------------------------------- backends
+class Backend:
+    """How a target language writes a residual program.  The shared printer
+    (:meth:`source`) walks the trees; a backend gives each operation's text from its
+    operands' texts, and says whether its branches are lazy (exact backends: a branch not
+    taken is never computed, so it cannot divide by zero) or strict (numpy computes every
+    branch and selects elementwise).
+
+    Expressions deeper than :attr:`MAX_DEPTH` are split into temporaries; a lazy construct
+    whose later operands need statements of their own becomes a local function (Python) or
+    an arrow function (JavaScript) that returns early."""
+
+    MAX_DEPTH = 40
+    lazy = True
+    comment = "#"
+    divides = False  # prints a * b / c (float backends) rather than a * b * c^-1
+
+    def __init__(self) -> None:
+        self.constants: list = []
+        self.messages: list[str] = []
+        self.temps = 0
+
+    # the operations: operands are source texts ------------------------------------
+    def const(self, value) -> str: raise NotImplementedError
+    def slot(self, i: int) -> str: return f"s{i}"
+    def param(self, i: int) -> str: return f"x{i}"
+    def add(self, xs: list) -> str: raise NotImplementedError
+    def mul(self, xs: list) -> str: raise NotImplementedError
+    def power(self, x: str, e: int) -> str: raise NotImplementedError
+    def root(self, x: str, e: Fraction) -> str: return self.fail("a root cannot be exact")
+    def log(self, x: str) -> str: return self.fail("a logarithm cannot be exact")
+    def extreme(self, op: str, xs: list) -> str: raise NotImplementedError
+    def relation(self, op: str, a: str, b: str) -> str: raise NotImplementedError
+    def logic(self, op: str, xs: list) -> str: raise NotImplementedError
+    def negation(self, x: str) -> str: raise NotImplementedError
+    def rounding(self, op: str, x: str) -> str: raise NotImplementedError
+    def fail(self, message: str) -> str: raise NotImplementedError
+    def select(self, arms: list, otherwise: str) -> str: raise NotImplementedError  # strict backends
+
+    # statements ----------------------------------------------------------------
+    def assign(self, name: str, text: str) -> str: raise NotImplementedError
+    def function(self, params: list, body: list, outputs: list) -> list: raise NotImplementedError
+    def lazy_block(self, name: str, arms: list, indent: str) -> list: raise NotImplementedError
+    indent_unit = "    "
+
+    def _const_index(self, value) -> int:
+        for i, c in enumerate(self.constants):
+            if type(c) is type(value) and c == value:
+                return i
+        self.constants.append(value)
+        return len(self.constants) - 1
+
+    def _message(self, message: str) -> int:
+        if message not in self.messages:
+            self.messages.append(message)
+        return self.messages.index(message)
+
+    def temp(self) -> str:
+        self.temps += 1
+        return f"t{self.temps}"
+
+    # the printer -------------------------------------------------------------
+    def source(self, steps: list, outputs: list, n_params: int, labels: dict | None = None) -> str:
+        """The program as one function of the varying values (in order) that returns the
+        outputs (residual trees: constants or slots), as a tuple or array of them.
+        ``labels``: slot -> the rule it computes, written as a comment after the step."""
+        self._n_params = n_params
+        body: list[str] = []
+        ind = self.indent_unit
+        for i, t in live(steps, outputs):
+            text = self.expr(t, body, ind)
+            line = ind + self.assign(self.slot(i), text)
+            if labels and i in labels:
+                line += f"  {self.comment} {labels[i]}"
+            body.append(line)
+        outs = [self.expr(t, body, ind) for t in outputs]
+        return "\n".join(self.function([self.param(i) for i in range(n_params)], body, outs)) + "\n"
+
+    def expr(self, t: tuple, out: list, indent: str) -> str:
+        return self._expr(t, out, indent)[0]
+
+    def _hoist(self, text: str, out: list, indent: str) -> tuple[str, int]:
+        name = self.temp()
+        out.append(indent + self.assign(name, text))
+        return name, 0
+
+    def _expr(self, t: tuple, out: list, indent: str) -> tuple[str, int]:
+        """(text, depth) of residual tree ``t``; statements it needs are added to ``out``."""
+        op = t[0]
+        if op == "c":
+            return self.const(t[1]), 0
+        if op == "s":
+            return (self.param(t[1]) if t[1] < self._n_params else self.slot(t[1])), 0
+        if op == "!":
+            return self.fail(t[1]), 1
+        if op == "if":
+            return self._branches(t[1:], out, indent)
+        if op in ("and", "or") and self.lazy:
+            return self._lazy_logic(op, t[1:], out, indent)
+        if op == "*" and self.divides and any(a[0] == "^" and a[2] < 0 for a in t[1:]):
+            # a * b / (c * d): numerators and denominators (float backends)
+            num = [self._expr(a, out, indent) for a in t[1:] if not (a[0] == "^" and a[2] < 0)]
+            den = [self._expr(a[1] if a[2] == -1 else ("^", a[1], -a[2]), out, indent)
+                   for a in t[1:] if a[0] == "^" and a[2] < 0]
+            text = self.quotient([p[0] for p in num], [p[0] for p in den])
+            depth = 2 + max(p[1] for p in num + den)
+            return self._hoist(text, out, indent) if depth > self.MAX_DEPTH else (text, depth)
+        if op == "^":
+            parts = [self._expr(t[1], out, indent)]
+        elif op == "root":
+            parts = [self._expr(t[1], out, indent)]
+        elif op == "log":
+            parts = [self._expr(t[1], out, indent)]
+        else:
+            parts = [self._expr(a, out, indent) for a in t[1:]]
+        xs = [p[0] for p in parts]
+        depth = 1 + max((p[1] for p in parts), default=0)
+        if op == "+":
+            text = self.add(xs)
+        elif op == "*":
+            text = self.mul(xs)
+        elif op == "^":
+            text = self.power(xs[0], t[2])
+        elif op == "root":
+            text = self.root(xs[0], t[2])
+        elif op == "log":
+            text = self.log(xs[0])
+        elif op in ("max", "min"):
+            text = self.extreme(op, xs)
+            depth += len(xs)
+        elif op in _RELATIONS:
+            text = self.relation(op, *xs)
+        elif op in ("and", "or"):
+            text = self.logic(op, xs)
+            depth += len(xs)
+        elif op == "not":
+            text = self.negation(xs[0])
+        elif op in ("ceil", "floor"):
+            text = self.rounding(op, xs[0])
+        else:
+            raise ValueError(f"no source for {op!r}")
+        if depth > self.MAX_DEPTH:
+            return self._hoist(text, out, indent)
+        return text, depth
+
+    def _branches(self, arms: tuple, out: list, indent: str) -> tuple[str, int]:
+        if not self.lazy:  # every arm computed, the first whose condition holds selected
+            done = []
+            for cond, value in arms:
+                c = None if cond is None else self._expr(cond, out, indent)[0]
+                done.append((c, self._expr(value, out, indent)[0]))
+            otherwise = self.fail("no branch applies")
+            if done[-1][0] is None:
+                otherwise = done.pop()[1]
+            text = self.select(done, otherwise)
+            return self._hoist(text, out, indent) if len(done) > 4 else (text, 2 * len(done) + 1)
+        name = self.temp()
+        inner = indent + self.indent_unit
+        printed = []
+        for cond, value in arms:
+            c_lines: list = []
+            c = None if cond is None else self._expr(cond, c_lines, inner)[0]
+            v_lines: list = []
+            v = self._expr(value, v_lines, inner)[0]
+            printed.append((c_lines, c, v_lines, v))
+        if printed[-1][1] is not None:
+            printed.append(([], None, [], self.fail("no branch applies")))
+        if all(not c_lines and not v_lines for c_lines, _, v_lines, _ in printed) and len(printed) <= 8:
+            self.temps -= 1  # no statements: one expression (Python's and JavaScript's are lazy)
+            return self.conditional([(c, v) for _, c, _, v in printed]), 2 * len(printed)
+        lines = self.lazy_block(name, printed, indent)
+        out.extend(lines)
+        return name, 0
+
+    def _lazy_logic(self, op: str, args: tuple, out: list, indent: str) -> tuple[str, int]:
+        """``a and b and c``: the later operands computed only where the earlier ones do not
+        decide; printed as an ``if`` where an operand needs statements of its own."""
+        inner = indent + self.indent_unit
+        done = []
+        for a in args:
+            lines: list = []
+            done.append((lines, self._expr(a, lines, inner)[0]))
+        if all(not lines for lines, _ in done):
+            return self.logic(op, [x for _, x in done]), 1 + len(done)
+        # or: the first true operand; and: the first false one; else the last
+        decided = self.const(op == "or")
+        arms = []
+        for lines, x in done[:-1]:
+            cond = x if op == "or" else self.negation(x)
+            arms.append((lines, cond, [], decided))
+        lines, x = done[-1]
+        arms.append((lines, None, [], x))
+        name = self.temp()
+        out.extend(self.lazy_block(name, arms, indent))
+        return name, 0
+
+
+class PythonExact(Backend):
+    """Exact Python: ints, :class:`fractions.Fraction` for what is not whole (from the
+    constants table ``_K``), Python's own ``max``, ``min`` and conditional evaluation."""
+
+    def const(self, value) -> str:
+        if value is True or value is False:
+            return repr(value)
+        if type(value) is int:
+            return repr(value) if value >= 0 else f"({value!r})"
+        return f"_K[{self._const_index(value)}]"
+
+    def add(self, xs): return "(" + " + ".join(xs) + ")"
+    def mul(self, xs): return "(" + " * ".join(xs) + ")"
+
+    def power(self, x, e):
+        if e >= 0:
+            return f"({x} ** {e})"
+        return f"_inv({x} ** {-e})" if e != -1 else f"_inv({x})"
+
+    def extreme(self, op, xs): return f"{op}({', '.join(xs)})"
+    def relation(self, op, a, b): return f"({a} {op} {b})"
+    def logic(self, op, xs): return "(" + f" {op} ".join(xs) + ")"
+    def negation(self, x): return f"(not {x})"
+    def rounding(self, op, x): return f"_{op}({x})"
+    def fail(self, message): return f"_no({self._message(message)})"
+    def assign(self, name, text): return f"{name} = {text}"
+
+    def function(self, params, body, outputs):
+        return [f"def program({', '.join(params)}):", *body,
+                self.indent_unit + "return (" + "".join(o + ", " for o in outputs).rstrip() + ")"]
+
+    def conditional(self, arms):
+        out = arms[-1][1]
+        for c, v in reversed(arms[:-1]):
+            out = f"({v} if {c} else {out})"
+        return out
+
+    def lazy_block(self, name, arms, indent):
+        """A local function that tries the arms in order (``return`` ends it), called once."""
+        inner = indent + self.indent_unit
+        lines = [f"{indent}def _{name}():"]
+        for c_lines, c, v_lines, v in arms:
+            lines.extend(c_lines)
+            if c is None:
+                lines.extend(v_lines)
+                lines.append(f"{inner}return {v}")
+                break
+            lines.append(f"{inner}if {c}:")
+            lines.extend("    " + line for line in v_lines)
+            lines.append(f"{inner}    return {v}")
+        lines.append(f"{indent}{name} = _{name}()")
+        return lines
+
+    def namespace(self) -> dict:
+        messages = tuple(self.messages)
+
+        def no(k):
+            raise Unsupported(messages[k])
+
+        def inv(x):
+            if x == 0:
+                raise ZeroDivisionError("division by zero")
+            return Fraction(1, x) if type(x) is int else 1 / x
+
+        return {"_K": tuple(self.constants), "_no": no, "_inv": inv, "_ceil": math.ceil,
+                "_floor": math.floor, "max": max, "min": min}
+
+
+class Numpy(PythonExact):
+    """Vectorised float64 numpy: every branch computed and selected with ``where`` (a
+    division by zero in a branch not taken is not an error), what cannot be computed NaN."""
+
+    lazy = False
+    divides = True
+
+    def quotient(self, num, den):
+        top = " * ".join(num) if num else "1.0"
+        return f"({top} / " + (den[0] if len(den) == 1 else "(" + " * ".join(den) + ")") + ")"
+
+    def const(self, value) -> str:
+        if value is True or value is False:
+            return repr(value)
+        f = float(value)  # OverflowError past float64's range: the caller says so
+        return repr(f) if f >= 0 else f"({f!r})"
+
+    def power(self, x, e):
+        if e >= 0:
+            return f"({x} ** {e})"
+        return f"(1.0 / {x})" if e == -1 else f"(1.0 / {x} ** {-e})"
+
+    def root(self, x, e): return f"_np.power({x}, {float(e)!r})"
+    def log(self, x): return f"_np.log({x})"
+
+    def extreme(self, op, xs):
+        fn = "_np.maximum" if op == "max" else "_np.minimum"
+        out = xs[0]
+        for x in xs[1:]:
+            out = f"{fn}({out}, {x})"
+        return out
+
+    def logic(self, op, xs):
+        fn = "_np.logical_and" if op == "and" else "_np.logical_or"
+        out = xs[0]
+        for x in xs[1:]:
+            out = f"{fn}({out}, {x})"
+        return out
+
+    def negation(self, x): return f"_np.logical_not({x})"
+    def rounding(self, op, x): return f"_np.{op}({x})"
+    def fail(self, message): return "_NAN"
+
+    def select(self, arms, otherwise):
+        out = otherwise
+        for c, v in reversed(arms):
+            out = f"_np.where({c}, {v}, {out})"
+        return out
+
+    def function(self, params, body, outputs):
+        return [f"def program({', '.join(params)}):", *body,
+                self.indent_unit + "return (" + "".join(o + ", " for o in outputs).rstrip() + ")"]
+
+    def namespace(self) -> dict:
+        import numpy as np
+        return {"_np": np, "_NAN": np.nan}
+
+
+class JavaScript(Backend):
+    """JavaScript with exact rationals: every number a value of the page's small runtime
+    ``Q`` (BigInt numerator and denominator; :data:`JS_RUNTIME`), every operation a call of
+    it, branches and ``and``/``or`` lazy (arrow functions that return early)."""
+
+    indent_unit = "  "
+    comment = "//"
+
+    def const(self, value) -> str:
+        if value is True or value is False:
+            return "true" if value else "false"
+        value = Fraction(value)
+        if value.denominator == 1:
+            return f"Q.int({value.numerator}n)"
+        return f"Q.frac({value.numerator}n, {value.denominator}n)"
+
+    def add(self, xs): return self._fold("Q.add", xs)
+    def mul(self, xs): return self._fold("Q.mul", xs)
+
+    def _fold(self, fn, xs):
+        out = xs[0]
+        for x in xs[1:]:
+            out = f"{fn}({out}, {x})"
+        return out
+
+    def power(self, x, e): return f"Q.pow({x}, {e})"
+    def extreme(self, op, xs): return self._fold(f"Q.{op}", xs)
+    def relation(self, op, a, b): return f"Q.{_JS_RELATIONS[op]}({a}, {b})"
+    def logic(self, op, xs): return "(" + (" && " if op == "and" else " || ").join(xs) + ")"
+    def negation(self, x): return f"(!{x})"
+    def rounding(self, op, x): return f"Q.{op}({x})"
+    def fail(self, message): return f"Q.fail({_js_string(message)})"
+    def assign(self, name, text): return f"const {name} = {text};"
+
+    def __init__(self, name: str = "program") -> None:
+        super().__init__()
+        if not name.isidentifier():
+            raise ValueError(f"not a JavaScript function name: {name!r}")
+        self.name = name
+
+    def function(self, params, body, outputs):
+        return [f"function {self.name}({', '.join(params)}) {{", *body,
+                self.indent_unit + "return [" + ", ".join(outputs) + "];", "}"]
+
+    def conditional(self, arms):
+        out = arms[-1][1]
+        for c, v in reversed(arms[:-1]):
+            out = f"({c} ? {v} : {out})"
+        return out
+
+    def lazy_block(self, name, arms, indent):
+        inner = indent + self.indent_unit
+        lines = [f"{indent}const {name} = (() => {{"]
+        for c_lines, c, v_lines, v in arms:
+            lines.extend(c_lines)
+            if c is None:
+                lines.extend(v_lines)
+                lines.append(f"{inner}return {v};")
+                break
+            lines.append(f"{inner}if ({c}) {{")
+            lines.extend("  " + line for line in v_lines)
+            lines.append(f"{inner}  return {v};")
+            lines.append(f"{inner}}}")
+        lines.append(f"{indent}}})();")
+        return lines
+
+
+def _js_string(value) -> str:
+    """``value`` (a string, a list or dict of them) as a JavaScript literal that is safe
+    inside an HTML script element."""
+    return json.dumps(value).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+_JS_RELATIONS = {"==": "eq", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
+
+#: the JavaScript backend's runtime: exact rationals over BigInt (arithmetic only; every
+#: formula comes from the generated program)
+JS_RUNTIME = r"""
+const Q = (() => {
+  const gcd = (a, b) => { a = a < 0n ? -a : a; b = b < 0n ? -b : b; while (b) { [a, b] = [b, a % b]; } return a; };
+  const make = (n, d) => {
+    if (d === 0n) throw new Error("division by zero");
+    if (d < 0n) { n = -n; d = -d; }
+    const g = gcd(n, d) || 1n;
+    return { n: n / g, d: d / g };
+  };
+  const cmp = (a, b) => { const x = a.n * b.d, y = b.n * a.d; return x < y ? -1 : x > y ? 1 : 0; };
+  const floor = (a) => { const q = a.n / a.d; return { n: (a.n % a.d !== 0n && a.n < 0n) ? q - 1n : q, d: 1n }; };
+  const ceil = (a) => { const q = a.n / a.d; return { n: (a.n % a.d !== 0n && a.n > 0n) ? q + 1n : q, d: 1n }; };
+  return {
+    int: (n) => ({ n, d: 1n }),
+    frac: (n, d) => make(n, d),
+    add: (a, b) => make(a.n * b.d + b.n * a.d, a.d * b.d),
+    mul: (a, b) => make(a.n * b.n, a.d * b.d),
+    pow: (a, e) => {
+      if (e < 0) { if (a.n === 0n) throw new Error("division by zero"); a = make(a.d, a.n); e = -e; }
+      return make(a.n ** BigInt(e), a.d ** BigInt(e));
+    },
+    max: (a, b) => (cmp(a, b) >= 0 ? a : b),
+    min: (a, b) => (cmp(a, b) <= 0 ? a : b),
+    eq: (a, b) => cmp(a, b) === 0, ne: (a, b) => cmp(a, b) !== 0,
+    lt: (a, b) => cmp(a, b) < 0, le: (a, b) => cmp(a, b) <= 0,
+    gt: (a, b) => cmp(a, b) > 0, ge: (a, b) => cmp(a, b) >= 0,
+    floor, ceil,
+    fail: (message) => { throw new Error("cannot evaluate exactly: " + message); },
+    text: (a) => (a.d === 1n ? a.n.toString() : a.n.toString() + "/" + a.d.toString()),
+  };
+})();
+"""
+
+
+# ---------------------------------------------------------------- standalone modules
+def module(target: str, steps: list, outputs: list, varying: tuple, rules: tuple, options: dict,
+           title: str, labels: dict | None = None) -> str:
+    """A residual program as a file of its own: a Python module (``target`` ``python``:
+    exact; ``numpy``: float64 over arrays) or a JavaScript script (``js``: exact rationals)
+    with the program, the names it takes and gives (``VARYING``, ``RULES``), the codes of
+    the options among them (``CODES``) and ``evaluate(values)``: {rule: value} from {name:
+    value} (an option by its choice name or code).  Names and messages are string literals
+    only; importing the module runs nothing but its definitions."""
+    codes = {n: {c: (int(c) if numeric else i) for i, c in enumerate(choices)}
+             for n, (choices, numeric) in options.items() if n in varying}
+    if target == "js":
+        body = JavaScript().source(steps, outputs, len(varying), labels)
+        return "\n".join([
+            *("// " + line for line in title.splitlines()),
+            '"use strict";', JS_RUNTIME.strip(), body.rstrip(),
+            f"const VARYING = {_js_string(list(varying))};",
+            f"const RULES = {_js_string(list(rules))};",
+            f"const CODES = {_js_string(codes)};",
+            "// {rule: exact value as text} for {name: value}: an option by its choice name or code,",
+            "// a number as a string or a number ('3/2' for a fraction)",
+            "function evaluate(values) {",
+            "  const args = VARYING.map((n) => {",
+            "    let v = values[n];",
+            "    if (n in CODES && typeof v === 'string' && v in CODES[n]) { v = CODES[n][v]; }",
+            "    const [a, b] = String(v).split('/');",
+            "    return b === undefined ? Q.int(BigInt(a)) : Q.frac(BigInt(a), BigInt(b));",
+            "  });",
+            "  const out = program(...args);",
+            "  return Object.fromEntries(RULES.map((r, i) => [r, Q.text(out[i])]));",
+            "}",
+            "if (typeof module !== 'undefined') { module.exports = { VARYING, RULES, CODES, program, evaluate, Q }; }",
+            ""])
+    backend = Numpy() if target == "numpy" else PythonExact()
+    body = backend.source(steps, outputs, len(varying), labels)
+    lines = ["# " + line for line in title.splitlines()]
+    if target == "numpy":
+        lines += ["import numpy as _np", "", "_NAN = _np.nan"]
+    else:
+        lines += ["import math", "from fractions import Fraction", "",
+                  "_K = (" + "".join(f"Fraction({c.numerator}, {c.denominator}), " for c in backend.constants) + ")",
+                  f"_MESSAGES = {tuple(backend.messages)!r}", "_ceil = math.ceil", "_floor = math.floor", "", "",
+                  "def _no(k):", "    raise ValueError('cannot evaluate exactly: ' + _MESSAGES[k])", "", "",
+                  "def _inv(x):", "    if x == 0:", "        raise ZeroDivisionError('division by zero')",
+                  "    return Fraction(1, x) if type(x) is int else 1 / x", ""]
+    lines += ["", f"VARYING = {tuple(varying)!r}", f"RULES = {tuple(rules)!r}", f"CODES = {codes!r}", "", "",
+              body.rstrip(), "", "",
+              "def evaluate(values):",
+              '    """{rule: value} for {name: value} of every name in VARYING (an option by its choice',
+              '    name or its code)."""',
+              "    args = [CODES[n][values[n]] if isinstance(values[n], str) else values[n] for n in VARYING]",
+              "    return dict(zip(RULES, program(*args)))", ""]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- loading Python source
+#: the names a generated Python program may use besides its slots, temporaries and keywords
+_HELPERS = frozenset({"program", "_K", "_no", "_inv", "_ceil", "_floor", "max", "min", "_np", "_NAN",
+                      "power", "log", "maximum", "minimum", "logical_and", "logical_or", "logical_not",
+                      "ceil", "floor", "where"})
+_FLOAT = re.compile(r"(?<![\w.])\d+\.\d+(?:e[+-]\d+)?(?![\w.])|(?<![\w.])\d+e[+-]\d+(?![\w.])")
+_WORD = re.compile(r"[A-Za-z_]\w*|\d\w*")
+_LOCAL_NAME = re.compile(r"_?[sxt]\d+")
+
+
+def _checked_source(source: str, floats: bool) -> str:
+    """``source`` when it holds only what a printed program has (see the module's doc):
+    names from :data:`_HELPERS`, slots, parameters, temporaries and keywords; numbers as
+    decimal integers (and floats where ``floats``); operators and brackets; no strings,
+    comments or escapes.  Anything else is a bug in the printer, refused before anything is
+    compiled."""
+    text = _FLOAT.sub(" ", source) if floats else source
+    odd = set(text) - _SOURCE_CHARACTERS
+    if odd:
+        raise ValueError(f"a generated program holds {''.join(sorted(odd))!r}")
+    for word in set(_WORD.findall(text)):
+        if not (word in _HELPERS or word.isdigit() or word in _KEYWORDS or _LOCAL_NAME.fullmatch(word)):
+            raise ValueError(f"a generated program holds {word!r}")
+    return source
+
+
+_KEYWORDS = frozenset({"def", "return", "if", "else", "not", "and", "or", "True", "False"})
+_SOURCE_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_ \n()[],.:=<>!+-*/")
+
+
+def load_python(backend: PythonExact, steps: list, outputs: list, n_params: int):
+    """The residual program printed by ``backend`` (:class:`PythonExact` or
+    :class:`Numpy`), compiled into a function of the varying values."""
+    source = _checked_source(backend.source(steps, outputs, n_params), isinstance(backend, Numpy))
+    namespace = backend.namespace()
+    code = compile(source, "<memform program>", "exec")  # noqa: eval-ok  printed by this module, tokens checked
+    exec(code, namespace)  # noqa: eval-ok  (see _checked_source)
+    return namespace["program"]
+
+

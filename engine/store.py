@@ -160,10 +160,18 @@ def _name(kind: str, key: str) -> str:
 
 def read(kind: str, key: str):
     """The data stored as ``kind`` for sources ``key``, or None: missing, unreadable,
-    altered, or not exactly what :func:`write` writes."""
+    altered, or not exactly what :func:`write` writes.  The user's cache first, then what
+    the package was built with (:func:`read_built`)."""
+    if _BUILDING is not None:  # built from the sources alone
+        return None
     folder = private_dir()
     if folder is None:
-        return None
+        return None if os.environ.get("MEMFORM_NO_CACHE") else read_built(kind, key)
+    found = _read_cached(folder, kind, key)
+    return found if found is not None else read_built(kind, key)
+
+
+def _read_cached(folder: Path, kind: str, key: str):
     name = _name(kind, key)
     raw = _read_private(folder / name)
     if raw is None or not raw.startswith(MAGIC):
@@ -181,7 +189,11 @@ def read(kind: str, key: str):
 def write(kind: str, key: str, data, keep: int = KEEP_OTHERS) -> None:
     """Store ``data`` (what :func:`encode` takes) as ``kind`` for sources ``key``, and prune
     the files of ``kind`` with other keys (older sources) to the newest ``keep``; quietly
-    nothing when that is not possible."""
+    nothing when that is not possible.  While the package is built (:func:`build`), into
+    its folder of built files instead."""
+    if _BUILDING is not None:
+        _write_built(_BUILDING, kind, key, data)
+        return
     folder = private_dir()
     if folder is None:
         return
@@ -209,6 +221,68 @@ def prune(kind: str, key: str, keep: int = KEEP_OTHERS) -> None:
             path.unlink(missing_ok=True)  # a symlink is removed, not followed
     except OSError:  # another process pruned first, or the folder is read-only
         pass
+
+
+# ---------------------------------------------------------------- built with the package
+# What the first run would otherwise build (the snapshot of the resolved library, its
+# compiled form, lark's parse tables) is built once when the package is built or installed
+# (engine/_build_hook.py, a hatchling hook: `pip install` and `python -m build` both run it)
+# and kept in engine/_built/, named like the cache's files for the same fingerprint: a
+# library changed after that (an edit of an editable install) has another fingerprint and
+# builds as before.  Those files are part of the installed package, as trusted as its code
+# (no user secret can sign them): each opens with a SHA-256 of its name and body, checked
+# before anything is parsed, so a truncated or damaged file is ignored; the decoding is the
+# same strict one.
+BUILT = Path(os.environ.get("MEMFORM_BUILT") or _ENGINE / "_built")  # tests point it elsewhere
+BUILT_MAGIC = b"memform-built-1 "
+_BUILDING: Path | None = None
+
+
+def read_built(kind: str, key: str):
+    """The data the package was built with for ``kind`` and sources ``key``, or None."""
+    name = _name(kind, key)
+    try:
+        with open(BUILT / name, "rb") as f:
+            raw = f.read(MAX_BYTES + 1)
+    except OSError:
+        return None
+    if len(raw) > MAX_BYTES or not raw.startswith(BUILT_MAGIC):
+        return None
+    digest, _, body = raw[len(BUILT_MAGIC):].partition(b"\n")
+    if not hmac.compare_digest(digest, _digest(name, body)):
+        return None
+    try:
+        return decode(body)
+    except (ValueError, TypeError, RecursionError):
+        return None
+
+
+def _digest(name: str, body: bytes) -> bytes:
+    return hashlib.sha256(name.encode() + b"\0" + body).hexdigest().encode()
+
+
+def _write_built(folder: Path, kind: str, key: str, data) -> None:
+    name = _name(kind, key)
+    try:
+        body = json.dumps(encode(data), separators=(",", ":"), allow_nan=False).encode()
+    except (ValueError, TypeError, RecursionError):
+        return
+    (folder / name).write_bytes(BUILT_MAGIC + _digest(name, body) + b"\n" + body)
+
+
+@contextlib.contextmanager
+def building(folder: Path):
+    """Within it, :func:`write` puts files into ``folder`` (emptied of older built files
+    first) in the package's format, and nothing is read from the user's cache."""
+    global _BUILDING
+    folder.mkdir(parents=True, exist_ok=True)  # noqa: the package's own folder, not the cache
+    for old in folder.glob("*.json"):
+        old.unlink()
+    _BUILDING = folder
+    try:
+        yield folder
+    finally:
+        _BUILDING = None
 
 
 # ---------------------------------------------------------------- the encoding

@@ -1,6 +1,20 @@
 import pytest
 
 import engine
+from engine import store
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _cache_alone(tmp_path_factory):
+    """Every test sees the user's cache alone, not the files the package was built with
+    (engine/_built, engine/_build_hook.py), here and in the processes it starts: the tests of
+    the cache count what it builds and writes.  tests/test_cache.py and tests/test_wheel.py
+    test the built files themselves."""
+    folder = tmp_path_factory.getbasetemp() / "no-built-files"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MEMFORM_BUILT", str(folder))
+        mp.setattr(store, "BUILT", folder)
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -293,7 +293,7 @@ def _memform(argv, cache_home: Path, tmp_path: Path, **env):
         (tmp_path / d).mkdir(exist_ok=True)
     env = dict(PATH=os.environ.get("PATH", ""), PYTHONPATH=str(ROOT), PYTHONDONTWRITEBYTECODE="1",
                XDG_CACHE_HOME=str(cache_home), HOME=str(tmp_path / "home"), TMPDIR=str(tmp_path / "tmp"),
-               **env)
+               MEMFORM_BUILT=os.environ["MEMFORM_BUILT"], **env)  # the user's cache alone (conftest.py)
     done = subprocess.run([sys.executable, "-m", "engine", *argv], env=env, cwd=tmp_path / "work",
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
@@ -385,3 +385,40 @@ def test_a_world_writable_cache_directory_is_refused(reference, tmp_path, monkey
     assert err == (f"memform: note: cache directory {folder} is writable by group or others (mode 777); "
                    "running without the cache\n")
     assert sorted(os.listdir(folder)) == planted and not marker.exists()
+
+
+# ---------------------------------------------------------------- built with the package
+def _driver(*argv: str) -> str:
+    """A new process running memform: what it prints, then whether it imported sympy."""
+    return ("import sys, io\nfrom engine.cli import main\nout = io.StringIO()\n"
+            f"code = main({list(argv)!r}, out)\nprint(out.getvalue(), end='')\nprint(code, 'sympy.core' in sys.modules)")
+
+
+def test_files_built_with_the_package_answer_the_first_run(tmp_path):
+    """engine/_build_hook.py builds, while the package is built, what a first run would
+    build; a first run with an empty cache then answers from it without sympy and builds
+    nothing, and a damaged file is ignored (rebuilt in the user's cache)."""
+    from engine import _build_hook
+    built = tmp_path / "built"
+    env = {k: v for k, v in os.environ.items() if k not in ("MEMFORM_NO_CACHE", "PYTHONPATH")}
+    env.update(PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(tmp_path / "unused"))
+    subprocess.run([sys.executable, "-c", _build_hook.BUILD, str(built)], cwd=ROOT, env=env, check=True)
+    key = cache.source_key()
+    assert sorted(p.name for p in built.iterdir()) == [f"{k}-{key}.json" for k in ("compiled", "grammar", "library")]
+    assert not (tmp_path / "unused").exists()  # the build wrote into the package's folder alone
+    expected = io.StringIO()
+    assert main([*ESTIMATE, "--json"], expected) == 0
+    first = dict(env, XDG_CACHE_HOME=str(tmp_path / "first"), MEMFORM_BUILT=str(built))
+    proc = subprocess.run([sys.executable, "-c", _driver(*ESTIMATE, "--json")], cwd=ROOT, env=first,
+                          capture_output=True, text=True, check=True)
+    assert proc.stdout == expected.getvalue() + "0 False\n"
+    assert not list((tmp_path / "first").rglob("library-*.json"))  # nothing was built
+    # a damaged file is not believed: the answer is built (and kept in the user's cache)
+    path = built / f"compiled-{key}.json"
+    raw = path.read_bytes()
+    path.write_bytes(raw[:-10] + b"0" * 10)
+    damaged = dict(env, XDG_CACHE_HOME=str(tmp_path / "damaged"), MEMFORM_BUILT=str(built))
+    proc = subprocess.run([sys.executable, "-c", _driver(*ESTIMATE, "--json")], cwd=ROOT, env=damaged,
+                          capture_output=True, text=True, check=True)
+    assert proc.stdout == expected.getvalue() + "0 True\n"
+    assert list((tmp_path / "damaged").rglob(f"compiled-{key}.json"))

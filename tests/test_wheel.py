@@ -37,7 +37,8 @@ def test_installs_and_estimates(dist, kind, tmp_path):
     # run from an unrelated folder with a fresh cache, so that nothing can come from the source tree
     work = tmp_path / "work"
     work.mkdir()
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MEMFORM_BUILT")} \
+        | {"XDG_CACHE_HOME": str(tmp_path / "cache")}
 
     def memform(*argv):
         return subprocess.run([str(bin_dir / "memform"), *argv], capture_output=True, text=True, cwd=work, env=env)
@@ -46,6 +47,9 @@ def test_installs_and_estimates(dist, kind, tmp_path):
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["rules"]["weights"] == 2 * 68_976_648_192  # bf16 weights of Llama-2-70B
+    # the first run answered from what the build kept in engine/_built (engine/_build_hook.py):
+    # nothing was parsed, resolved or written to the cache
+    assert not list((tmp_path / "cache").rglob("library-*.json")) and not list((tmp_path / "cache").rglob("compiled-*"))
     listed = subprocess.run([str(bin_dir / "python"), "-c", "import engine.paths as p; print(p.grammar_path())"],
                             capture_output=True, text=True, cwd=work, env=env).stdout
     assert "_data" in listed and str(ROOT) not in listed

@@ -16,11 +16,13 @@ the cache).  This module turns those trees into programs:
 
 The Python backends' source is compiled in this process by :func:`load_python`.  It is not
 text from a user: it is printed from the trees by this module, and before it is compiled
-every token of it is checked (:func:`_checked_source`): names only from the backend's fixed
-helpers, its slots and temporaries and Python's keywords, numbers only as decimal integer
-literals (and float literals for numpy), no strings, no attribute other than the helper
-module's.  A rule's or input's name never reaches the source (they become slot numbers), a
-fraction is an entry of a constants table, a message an index into a table of messages.
+all of it is checked (:func:`_checked_source`): characters only from a small set (no quotes,
+backslashes or comments), names only the backend's fixed helpers, its slots, parameters and
+temporaries and a few keywords, numbers only decimal integers (and float literals for
+numpy).  A rule's or input's name never reaches the source (they become slot numbers and, in
+a module written for a user, comments), a fraction is an entry of a constants table, a
+message an index into a table of messages.  The programs are not kept between processes:
+printing and compiling one takes milliseconds; what the cache keeps is the trees.
 
 >>> from fractions import Fraction
 >>> rules = {"area": (0, 0, ("*", ("v", "w"), ("v", "h"))),
@@ -44,11 +46,9 @@ import re
 from fractions import Fraction
 
 from ..lang.constants import Unsupported, _RELATIONS
+from ..lazy import lazy
 
-#: the exponent of a root or a logarithm's marker in a residual tree (only float backends
-#: compute them; the exact one declines, as the compiled form always has)
-RELATION_OPS = tuple(_RELATIONS)
-
+np = lazy("numpy")  # the numpy backend's programs only: the exact ones need none
 
 def plain(x):
     """An exact number as programs compute with it: an int where it is whole, else a Fraction."""
@@ -300,6 +300,89 @@ def live(steps: list, outputs: list) -> list:
     return kept[::-1]
 
 
+def common_factors(steps: list, outputs: list, most: int = 64) -> tuple[list, list]:
+    """``steps`` and ``outputs`` with every pair of factors that two or more products share
+    computed once, as a step of its own placed before its first use (``x0 * x1`` in
+    ``a * x0 * x1 + b * x0 * x1 * s9``), the most shared pair first, at most ``most``
+    times.  For the strict backends (numpy), where every subexpression is computed anyway:
+    an exact backend would compute a factor of a branch not taken."""
+    trees = [t for _, t in steps] + list(outputs)
+    slot = 1 + max([i for i, _ in steps] + [-1] + [i for t in trees for i in _slots(t)])
+    made: list = []
+    for _ in range(most):
+        counts: dict = {}
+        for t in trees:
+            for node in _products(t):
+                factors = sorted({a for a in node[1:] if a[0] != "c"}, key=repr)
+                for i, a in enumerate(factors):
+                    for b in factors[i + 1:]:
+                        counts[(a, b)] = counts.get((a, b), 0) + 1
+        if not counts:
+            break
+        pair, n = max(counts.items(), key=lambda kv: (kv[1], -len(repr(kv[0]))))
+        if n < 2:
+            break
+        new = ("s", slot)
+        trees = [_replace_pair(t, pair, new) for t in trees]
+        made.append((slot, ("*", *pair)))
+        slot += 1
+    if not made:
+        return steps, outputs
+    body = list(zip([i for i, _ in steps], trees[:len(steps)]))
+    # each new step right after the last step it reads (its uses all come later)
+    after: dict = {}
+    defined = {i: k for k, (i, _) in enumerate(body)}
+    for m in made:
+        where = max((defined[i] for i in _slots(m[1]) if i in defined), default=-1)
+        defined[m[0]] = where
+        after.setdefault(where, []).append(m)
+    out = list(after.get(-1, []))
+    for k, step in enumerate(body):
+        out.append(step)
+        out.extend(after.get(k, []))
+    return out, trees[len(steps):]
+
+
+def _slots(t: tuple):
+    todo = [t]
+    while todo:
+        t = todo.pop()
+        if t[0] == "s":
+            yield t[1]
+        elif t[0] == "if":
+            todo.extend(x for arm in t[1:] for x in arm if x is not None)
+        elif t[0] not in ("c", "!"):
+            todo.extend(x for x in t[1:] if isinstance(x, tuple))
+
+
+def _products(t: tuple):
+    todo = [t]
+    while todo:
+        t = todo.pop()
+        if t[0] == "*":
+            yield t
+        if t[0] == "if":
+            todo.extend(x for arm in t[1:] for x in arm if x is not None)
+        elif t[0] not in ("c", "s", "!"):
+            todo.extend(x for x in t[1:] if isinstance(x, tuple))
+
+
+def _replace_pair(t: tuple, pair: tuple, new: tuple) -> tuple:
+    op = t[0]
+    if op in ("c", "s", "!"):
+        return t
+    if op == "if":
+        return ("if", *((None if c is None else _replace_pair(c, pair, new), _replace_pair(v, pair, new))
+                        for c, v in t[1:]))
+    args = [_replace_pair(x, pair, new) if isinstance(x, tuple) else x for x in t[1:]]
+    if op == "*" and pair[0] in args and pair[1] in args:
+        args.remove(pair[0])
+        args.remove(pair[1])
+        args.append(new)
+        return ("*", *args) if len(args) > 1 else new
+    return (op, *args)
+
+
 # ---------------------------------------------------------------------------- backends
 class Backend:
     """How a target language writes a residual program.  The shared printer
@@ -342,8 +425,50 @@ class Backend:
     # statements ----------------------------------------------------------------
     def assign(self, name: str, text: str) -> str: raise NotImplementedError
     def function(self, params: list, body: list, outputs: list) -> list: raise NotImplementedError
-    def lazy_block(self, name: str, arms: list, indent: str) -> list: raise NotImplementedError
+    # lazy backends: a conditional expression, and a block that returns early
+    def choose(self, c: str, v: str, otherwise: str) -> str: raise NotImplementedError
+    def block_open(self, name: str) -> str: raise NotImplementedError
+    def block_close(self, name: str) -> str: raise NotImplementedError
+    def if_open(self, c: str) -> str: raise NotImplementedError
+    if_close: str | None = None
+    def returns(self, v: str) -> str: raise NotImplementedError
     indent_unit = "    "
+
+    @staticmethod
+    def _fold(fn: str, xs: list) -> str:
+        """``fn`` applied pairwise, left to right: fn(fn(a, b), c)."""
+        out = xs[0]
+        for x in xs[1:]:
+            out = f"{fn}({out}, {x})"
+        return out
+
+    def conditional(self, arms: list) -> str:
+        """The value of the first arm whose condition holds, as one (lazy) expression."""
+        out = arms[-1][1]
+        for c, v in reversed(arms[:-1]):
+            out = self.choose(c, v, out)
+        return out
+
+    def lazy_block(self, name: str, arms: list, indent: str) -> list:
+        """``name`` set by a block that tries the arms in order and returns at the first whose
+        condition holds: a local function called once (Python), an arrow function
+        (JavaScript).  An arm: (its condition's statements, the condition or None for
+        'otherwise', its value's statements, the value)."""
+        inner = indent + self.indent_unit
+        lines = [indent + self.block_open(name)]
+        for c_lines, c, v_lines, v in arms:
+            lines.extend(c_lines)
+            if c is None:
+                lines.extend(v_lines)
+                lines.append(inner + self.returns(v))
+                break
+            lines.append(inner + self.if_open(c))
+            lines.extend(self.indent_unit + line for line in v_lines)
+            lines.append(inner + self.indent_unit + self.returns(v))
+            if self.if_close:
+                lines.append(inner + self.if_close)
+        lines.append(indent + self.block_close(name))
+        return lines
 
     def _const_index(self, value) -> int:
         for i, c in enumerate(self.constants):
@@ -367,6 +492,8 @@ class Backend:
         outputs (residual trees: constants or slots), as a tuple or array of them.
         ``labels``: slot -> the rule it computes, written as a comment after the step."""
         self._n_params = n_params
+        if not self.lazy and len(steps) <= 256:  # a sweep's program; not the checks' thousands of steps
+            steps, outputs = common_factors(live(steps, outputs), outputs)
         body: list[str] = []
         ind = self.indent_unit
         for i, t in live(steps, outputs):
@@ -528,27 +655,12 @@ class PythonExact(Backend):
         return [f"def program({', '.join(params)}):", *body,
                 self.indent_unit + "return (" + "".join(o + ", " for o in outputs).rstrip() + ")"]
 
-    def conditional(self, arms):
-        out = arms[-1][1]
-        for c, v in reversed(arms[:-1]):
-            out = f"({v} if {c} else {out})"
-        return out
-
-    def lazy_block(self, name, arms, indent):
-        """A local function that tries the arms in order (``return`` ends it), called once."""
-        inner = indent + self.indent_unit
-        lines = [f"{indent}def _{name}():"]
-        for c_lines, c, v_lines, v in arms:
-            lines.extend(c_lines)
-            if c is None:
-                lines.extend(v_lines)
-                lines.append(f"{inner}return {v}")
-                break
-            lines.append(f"{inner}if {c}:")
-            lines.extend("    " + line for line in v_lines)
-            lines.append(f"{inner}    return {v}")
-        lines.append(f"{indent}{name} = _{name}()")
-        return lines
+    def choose(self, c, v, otherwise): return f"({v} if {c} else {otherwise})"
+    def block_open(self, name): return f"def _{name}():"
+    def block_close(self, name): return f"{name} = _{name}()"
+    def if_open(self, c): return f"if {c}:"
+    if_close = None
+    def returns(self, v): return f"return {v}"
 
     def namespace(self) -> dict:
         messages = tuple(self.messages)
@@ -590,19 +702,8 @@ class Numpy(PythonExact):
     def root(self, x, e): return f"_np.power({x}, {float(e)!r})"
     def log(self, x): return f"_np.log({x})"
 
-    def extreme(self, op, xs):
-        fn = "_np.maximum" if op == "max" else "_np.minimum"
-        out = xs[0]
-        for x in xs[1:]:
-            out = f"{fn}({out}, {x})"
-        return out
-
-    def logic(self, op, xs):
-        fn = "_np.logical_and" if op == "and" else "_np.logical_or"
-        out = xs[0]
-        for x in xs[1:]:
-            out = f"{fn}({out}, {x})"
-        return out
+    def extreme(self, op, xs): return self._fold("_np.maximum" if op == "max" else "_np.minimum", xs)
+    def logic(self, op, xs): return self._fold("_np.logical_and" if op == "and" else "_np.logical_or", xs)
 
     def negation(self, x): return f"_np.logical_not({x})"
     def rounding(self, op, x): return f"_np.{op}({x})"
@@ -614,12 +715,7 @@ class Numpy(PythonExact):
             out = f"_np.where({c}, {v}, {out})"
         return out
 
-    def function(self, params, body, outputs):
-        return [f"def program({', '.join(params)}):", *body,
-                self.indent_unit + "return (" + "".join(o + ", " for o in outputs).rstrip() + ")"]
-
     def namespace(self) -> dict:
-        import numpy as np
         return {"_np": np, "_NAN": np.nan}
 
 
@@ -642,12 +738,6 @@ class JavaScript(Backend):
     def add(self, xs): return self._fold("Q.add", xs)
     def mul(self, xs): return self._fold("Q.mul", xs)
 
-    def _fold(self, fn, xs):
-        out = xs[0]
-        for x in xs[1:]:
-            out = f"{fn}({out}, {x})"
-        return out
-
     def power(self, x, e): return f"Q.pow({x}, {e})"
     def extreme(self, op, xs): return self._fold(f"Q.{op}", xs)
     def relation(self, op, a, b): return f"Q.{_JS_RELATIONS[op]}({a}, {b})"
@@ -667,27 +757,12 @@ class JavaScript(Backend):
         return [f"function {self.name}({', '.join(params)}) {{", *body,
                 self.indent_unit + "return [" + ", ".join(outputs) + "];", "}"]
 
-    def conditional(self, arms):
-        out = arms[-1][1]
-        for c, v in reversed(arms[:-1]):
-            out = f"({c} ? {v} : {out})"
-        return out
-
-    def lazy_block(self, name, arms, indent):
-        inner = indent + self.indent_unit
-        lines = [f"{indent}const {name} = (() => {{"]
-        for c_lines, c, v_lines, v in arms:
-            lines.extend(c_lines)
-            if c is None:
-                lines.extend(v_lines)
-                lines.append(f"{inner}return {v};")
-                break
-            lines.append(f"{inner}if ({c}) {{")
-            lines.extend("  " + line for line in v_lines)
-            lines.append(f"{inner}  return {v};")
-            lines.append(f"{inner}}}")
-        lines.append(f"{indent}}})();")
-        return lines
+    def choose(self, c, v, otherwise): return f"({c} ? {v} : {otherwise})"
+    def block_open(self, name): return f"const {name} = (() => {{"
+    def block_close(self, name): return "})();"
+    def if_open(self, c): return f"if ({c}) {{"
+    if_close = "}"
+    def returns(self, v): return f"return {v};"
 
 
 def _js_string(value) -> str:
@@ -785,7 +860,12 @@ def module(target: str, steps: list, outputs: list, varying: tuple, rules: tuple
               '    """{rule: value} for {name: value} of every name in VARYING (an option by its choice',
               '    name or its code)."""',
               "    args = [CODES[n][values[n]] if isinstance(values[n], str) else values[n] for n in VARYING]",
+              "    return dict(zip(RULES, map(_plain, program(*args))))" if target != "numpy" else
               "    return dict(zip(RULES, program(*args)))", ""]
+    if target != "numpy":
+        at = lines.index("def evaluate(values):")
+        lines[at:at] = ["def _plain(v):", "    return v.numerator if type(v) is Fraction and v.denominator == 1 else v",
+                        "", ""]
     return "\n".join(lines)
 
 

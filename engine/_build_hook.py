@@ -1,0 +1,38 @@
+"""Building the package builds what a first run would: hatchling runs this hook for
+``pip install`` (editable or not) and ``python -m build``.  It resolves the shipped library
+in a new process and keeps its snapshot, its compiled form and lark's parse tables in
+``engine/_built/`` (see :mod:`engine.store`), so that the first ``memform`` command after
+installing answers as fast as a later one.  A failure here is reported and the package is
+built without them: the first run then builds them, as before."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+try:
+    from hatchling.builders.hooks.plugin.interface import BuildHookInterface
+except ImportError:  # imported outside a build (the doctests collect every module)
+    BuildHookInterface = object
+
+BUILD = ("import sys; from pathlib import Path; from engine.store import building; "
+         "from engine.compile import cache; from engine.lang.grammar import lark_parser\n"
+         "with building(Path(sys.argv[1])):\n    lark_parser(); cache.load()")
+
+
+class CustomBuildHook(BuildHookInterface):
+    def initialize(self, version, build_data):
+        root = Path(self.root)
+        folder = root / "engine" / "_built"
+        env = {k: v for k, v in os.environ.items() if k not in ("MEMFORM_NO_CACHE", "PYTHONPATH")}
+        env["PYTHONPATH"] = str(root)
+        proc = subprocess.run([sys.executable, "-c", BUILD, str(folder)], cwd=root, env=env,
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            sys.stderr.write("memform: the library was not built with the package (the first run will build "
+                             f"it):\n{proc.stderr[-2000:]}\n")
+            return
+        if self.target_name == "wheel" and version != "editable":
+            for path in sorted(folder.glob("*.json")):
+                build_data["force_include"][str(path)] = f"engine/_built/{path.name}"

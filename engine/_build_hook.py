@@ -25,8 +25,8 @@ class CustomBuildHook(BuildHookInterface):
     def initialize(self, version, build_data):
         root = Path(self.root)
         folder = root / "engine" / "_built"
-        env = {k: v for k, v in os.environ.items() if k not in ("MEMFORM_NO_CACHE", "PYTHONPATH")}
-        env["PYTHONPATH"] = str(root)
+        env = {k: v for k, v in os.environ.items() if k not in ("MEMFORM_NO_CACHE", "MEMFORM_BUILT")}
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p)
         proc = subprocess.run([sys.executable, "-c", BUILD, str(folder)], cwd=root, env=env,
                               capture_output=True, text=True)
         if proc.returncode != 0:

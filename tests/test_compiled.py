@@ -47,8 +47,8 @@ import tempfile  # noqa: E402
 from fractions import Fraction  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from engine.compile.codegen import (JS_RUNTIME, JavaScript, Numpy, PythonExact,  # noqa: E402
-                                    Specialiser, load_python)
+from engine.compile.codegen import JS_RUNTIME, JavaScript, PythonExact, Specialiser, load_python  # noqa: E402
+from engine.compile.lambdas import Numpy  # noqa: E402
 from engine.compile.exact import _compiled, bindings, number  # noqa: E402
 
 VARYING = ("micro_batch", "seq_len", "dp", "tp", "zero_stage", "recompute", "precision", "mode")

@@ -16,9 +16,9 @@ import numpy as np
 import sympy
 
 from ..compile.compiler import compile_library, expr_tree
-from ..compile.lambdas import compile_expr, real_values
+from ..compile.lambdas import Numpy, compile_expr, real_values
 from ..compile.model import Scenario
-from ..compile.codegen import Numpy, Specialiser, load_python, reach
+from ..compile.codegen import Specialiser, load_python, reach
 from ..errors import DomainError, EngineError, MissingInputError, ResourceLimitError, UsageError
 from ..lang.rules import CheckDecl, InputDecl, OptionDecl
 from ..library.registry import COMPOSE_CPU_SECONDS, Library, _OverBudget, _cpu_budget, shipped

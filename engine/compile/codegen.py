@@ -10,7 +10,8 @@ the cache).  This module turns those trees into programs:
    varying names, each a small tree over the varying values and earlier steps.
 2. A :class:`Backend` prints the residual program as source in its target: exact Python
    (ints and :class:`fractions.Fraction`, :class:`PythonExact`), vectorised numpy (float64,
-   :class:`Numpy`), JavaScript with exact rationals over BigInt (:class:`JavaScript`).  The
+   :class:`engine.compile.lambdas.Numpy`, where numpy is imported), JavaScript with exact
+   rationals over BigInt (:class:`JavaScript`).  The
    printing (statements, temporaries, laziness of branches) is shared; a backend says how
    each operation is written.
 
@@ -46,9 +47,6 @@ import re
 from fractions import Fraction
 
 from ..lang.constants import Unsupported, _RELATIONS
-from ..lazy import lazy
-
-np = lazy("numpy")  # the numpy backend's programs only: the exact ones need none
 
 def plain(x):
     """An exact number as programs compute with it: an int where it is whole, else a Fraction."""
@@ -397,6 +395,7 @@ class Backend:
 
     MAX_DEPTH = 40
     lazy = True
+    floats = False  # float literals in its source (numpy)
     comment = "#"
     divides = False  # prints a * b / c (float backends) rather than a * b * c^-1
 
@@ -677,48 +676,6 @@ class PythonExact(Backend):
                 "_floor": math.floor, "max": max, "min": min}
 
 
-class Numpy(PythonExact):
-    """Vectorised float64 numpy: every branch computed and selected with ``where`` (a
-    division by zero in a branch not taken is not an error), what cannot be computed NaN."""
-
-    lazy = False
-    divides = True
-
-    def quotient(self, num, den):
-        top = " * ".join(num) if num else "1.0"
-        return f"({top} / " + (den[0] if len(den) == 1 else "(" + " * ".join(den) + ")") + ")"
-
-    def const(self, value) -> str:
-        if value is True or value is False:
-            return repr(value)
-        f = float(value)  # OverflowError past float64's range: the caller says so
-        return repr(f) if f >= 0 else f"({f!r})"
-
-    def power(self, x, e):
-        if e >= 0:
-            return f"({x} ** {e})"
-        return f"(1.0 / {x})" if e == -1 else f"(1.0 / {x} ** {-e})"
-
-    def root(self, x, e): return f"_np.power({x}, {float(e)!r})"
-    def log(self, x): return f"_np.log({x})"
-
-    def extreme(self, op, xs): return self._fold("_np.maximum" if op == "max" else "_np.minimum", xs)
-    def logic(self, op, xs): return self._fold("_np.logical_and" if op == "and" else "_np.logical_or", xs)
-
-    def negation(self, x): return f"_np.logical_not({x})"
-    def rounding(self, op, x): return f"_np.{op}({x})"
-    def fail(self, message): return "_NAN"
-
-    def select(self, arms, otherwise):
-        out = otherwise
-        for c, v in reversed(arms):
-            out = f"_np.where({c}, {v}, {out})"
-        return out
-
-    def namespace(self) -> dict:
-        return {"_np": np, "_NAN": np.nan}
-
-
 class JavaScript(Backend):
     """JavaScript with exact rationals: every number a value of the page's small runtime
     ``Q`` (BigInt numerator and denominator; :data:`JS_RUNTIME`), every operation a call of
@@ -810,18 +767,19 @@ const Q = (() => {
 
 
 # ---------------------------------------------------------------- standalone modules
-def module(target: str, steps: list, outputs: list, varying: tuple, rules: tuple, options: dict,
+def module(backend: Backend, steps: list, outputs: list, varying: tuple, rules: tuple, options: dict,
            title: str, labels: dict | None = None) -> str:
-    """A residual program as a file of its own: a Python module (``target`` ``python``:
-    exact; ``numpy``: float64 over arrays) or a JavaScript script (``js``: exact rationals)
+    """A residual program as a file of its own: a Python module (:class:`PythonExact`:
+    exact; :class:`engine.compile.lambdas.Numpy`: float64 over arrays) or a JavaScript script
+    (:class:`JavaScript`: exact rationals)
     with the program, the names it takes and gives (``VARYING``, ``RULES``), the codes of
     the options among them (``CODES``) and ``evaluate(values)``: {rule: value} from {name:
     value} (an option by its choice name or code).  Names and messages are string literals
     only; importing the module runs nothing but its definitions."""
     codes = {n: {c: (int(c) if numeric else i) for i, c in enumerate(choices)}
              for n, (choices, numeric) in options.items() if n in varying}
-    if target == "js":
-        body = JavaScript().source(steps, outputs, len(varying), labels)
+    if isinstance(backend, JavaScript):
+        body = backend.source(steps, outputs, len(varying), labels)
         return "\n".join([
             *("// " + line for line in title.splitlines()),
             '"use strict";', JS_RUNTIME.strip(), body.rstrip(),
@@ -842,10 +800,9 @@ def module(target: str, steps: list, outputs: list, varying: tuple, rules: tuple
             "}",
             "if (typeof module !== 'undefined') { module.exports = { VARYING, RULES, CODES, program, evaluate, Q }; }",
             ""])
-    backend = Numpy() if target == "numpy" else PythonExact()
     body = backend.source(steps, outputs, len(varying), labels)
     lines = ["# " + line for line in title.splitlines()]
-    if target == "numpy":
+    if backend.floats:
         lines += ["import numpy as _np", "", "_NAN = _np.nan"]
     else:
         lines += ["import math", "from fractions import Fraction", "",
@@ -860,9 +817,9 @@ def module(target: str, steps: list, outputs: list, varying: tuple, rules: tuple
               '    """{rule: value} for {name: value} of every name in VARYING (an option by its choice',
               '    name or its code)."""',
               "    args = [CODES[n][values[n]] if isinstance(values[n], str) else values[n] for n in VARYING]",
-              "    return dict(zip(RULES, map(_plain, program(*args))))" if target != "numpy" else
+              "    return dict(zip(RULES, map(_plain, program(*args))))" if not backend.floats else
               "    return dict(zip(RULES, program(*args)))", ""]
-    if target != "numpy":
+    if not backend.floats:
         at = lines.index("def evaluate(values):")
         lines[at:at] = ["def _plain(v):", "    return v.numerator if type(v) is Fraction and v.denominator == 1 else v",
                         "", ""]
@@ -902,7 +859,7 @@ _SOURCE_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUV
 def load_python(backend: PythonExact, steps: list, outputs: list, n_params: int):
     """The residual program printed by ``backend`` (:class:`PythonExact` or
     :class:`Numpy`), compiled into a function of the varying values."""
-    source = _checked_source(backend.source(steps, outputs, n_params), isinstance(backend, Numpy))
+    source = _checked_source(backend.source(steps, outputs, n_params), backend.floats)
     namespace = backend.namespace()
     code = compile(source, "<memform program>", "exec")  # noqa: eval-ok  printed by this module, tokens checked
     exec(code, namespace)  # noqa: eval-ok  (see _checked_source)

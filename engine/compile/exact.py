@@ -41,6 +41,7 @@ from .trees import _key, _read, validate
 
 compiler = lazy("engine.compile.compiler")  # sympy: only where the cache holds no compiled form
 cache = lazy("engine.compile.cache")
+lambdas = lazy("engine.compile.lambdas")  # numpy: only for a numpy module
 
 __all__ = ["Evaluator", "evaluate"]
 
@@ -226,7 +227,8 @@ class Evaluator:
         module (``python``: exact; ``numpy``: float64 over arrays) or a JavaScript script
         (``js``: exact rationals), with ``evaluate(values)`` over the varying names."""
         steps, outputs, labels = self._residual
-        return codegen.module(target, steps, outputs, self.varying, self.rules, self._options, title, labels)
+        backend = {"python": PythonExact, "numpy": lambda: lambdas.Numpy(), "js": codegen.JavaScript}[target]()
+        return codegen.module(backend, steps, outputs, self.varying, self.rules, self._options, title, labels)
 
     @property
     def steps(self) -> int:

@@ -11,8 +11,51 @@ from __future__ import annotations
 import numpy as np
 import sympy
 
-from .codegen import Numpy, Specialiser, load_python
+from .codegen import PythonExact, Specialiser, load_python
 from .totrees import sympy_program
+
+
+class Numpy(PythonExact):
+    """Vectorised float64 numpy: every branch computed and selected with ``where`` (a
+    division by zero in a branch not taken is not an error), what cannot be computed NaN."""
+
+    lazy = False
+    divides = True
+    floats = True
+
+    def quotient(self, num, den):
+        top = " * ".join(num) if num else "1.0"
+        return f"({top} / " + (den[0] if len(den) == 1 else "(" + " * ".join(den) + ")") + ")"
+
+    def const(self, value) -> str:
+        if value is True or value is False:
+            return repr(value)
+        f = float(value)  # OverflowError past float64's range: the caller says so
+        return repr(f) if f >= 0 else f"({f!r})"
+
+    def power(self, x, e):
+        if e >= 0:
+            return f"({x} ** {e})"
+        return f"(1.0 / {x})" if e == -1 else f"(1.0 / {x} ** {-e})"
+
+    def root(self, x, e): return f"_np.power({x}, {float(e)!r})"
+    def log(self, x): return f"_np.log({x})"
+
+    def extreme(self, op, xs): return self._fold("_np.maximum" if op == "max" else "_np.minimum", xs)
+    def logic(self, op, xs): return self._fold("_np.logical_and" if op == "and" else "_np.logical_or", xs)
+
+    def negation(self, x): return f"_np.logical_not({x})"
+    def rounding(self, op, x): return f"_np.{op}({x})"
+    def fail(self, message): return "_NAN"
+
+    def select(self, arms, otherwise):
+        out = otherwise
+        for c, v in reversed(arms):
+            out = f"_np.where({c}, {v}, {out})"
+        return out
+
+    def namespace(self) -> dict:
+        return {"_np": np, "_NAN": np.nan}
 
 
 def compile_expr(expr: sympy.Basic, symbols: list[sympy.Symbol]):

@@ -18,7 +18,8 @@ from rich.text import Text
 
 from .answers import quick
 from .answers.report import gb, gib, json_number
-from .errors import EngineError, ErrorGroup, UnknownNameError, UsageError, did_you_mean, shown
+from .errors import (EngineError, ErrorGroup, ResourceLimitError, UnknownNameError, UsageError, did_you_mean,
+                     shown)
 from .lang.constants import MAX_BITS
 from .library import hub, layout
 from .lazy import lazy
@@ -791,3 +792,12 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
     except KeyboardInterrupt:
         err.write("memform: interrupted\n")
         return 130
+    except RecursionError:  # a rule file nested past what sympy or Python can walk
+        error = ResourceLimitError("the rules nest too deeply to be evaluated or written out "
+                                   "(past Python's recursion limit)",
+                                   hint="split a deeply nested rule into rules of their own")
+        if as_json:
+            out.write(json.dumps({"error": error_json(error)}, indent=2) + "\n")
+        else:
+            err.write(f"memform: error: {error}\n")
+        return error.exit_code

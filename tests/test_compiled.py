@@ -39,10 +39,12 @@ def test_sweep_equals_exact_evaluation(lib, model, rule):
 # (the exact evaluation tests/test_fast.py holds to sympy's for every rule of every preset).
 import html  # noqa: E402
 import math  # noqa: E402
+import os  # noqa: E402
 import json  # noqa: E402
 import shutil  # noqa: E402
 import re  # noqa: E402
 import subprocess  # noqa: E402
+import sys  # noqa: E402
 import tempfile  # noqa: E402
 from fractions import Fraction  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -207,3 +209,31 @@ def test_compile_takes_a_users_override_and_refuses_unknown_names(tmp_path):
     assert code == 2 and "unknown name 'seqlen' in --vary" in err and "seq_len" in err
     code, _, err = _cli("compile", "llama2-7b", "--vary", "micro_batch", "--rule", "totl")
     assert code == 2 and "'totl' is not a rule" in err
+
+
+def test_deeply_nested_branches_compile_and_estimate_without_a_traceback(tmp_path):
+    """A rule of 120 nested ifs: sympy cannot print its formula (the column says so instead
+    of a RecursionError), and each backend's program prints branches that need statements
+    as functions defined at one level, not inside each other: the nested conditional
+    expressions went past Python's 200 nested parentheses (a SyntaxError) near 100."""
+    expr = "0 B"
+    for i in range(120):
+        expr = f"(if micro_batch > {i} then {expr} + 1 B else {i} B)"
+    mine = tmp_path / "deep.mem"
+    mine.write_text(f'override rule overhead : bytes = {expr} "deep"\n')
+    code, out, err = _cli("estimate", "llama2-7b", "--rules", str(mine), "--set", "micro_batch=150")
+    assert (code, err) == (0, ""), err
+    assert "(nested too deeply to print)" in out
+    # (if mb > i then ... else i): every condition holds at 150 (120); at 3 the outermost fails (119)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    for target in ("python", "js"):  # each in a process of its own, as a user runs it
+        path = tmp_path / f"deep_{target}.{'js' if target == 'js' else 'py'}"
+        proc = subprocess.run([sys.executable, "-m", "engine", "compile", "llama2-7b", "--rules", str(mine),
+                               "--vary", "micro_batch", "--rule", "overhead", "--target", target, "--out", str(path)],
+                              capture_output=True, text=True, env=env, timeout=600)
+        assert (proc.returncode, proc.stderr) == (0, "")
+    module = _import(tmp_path / "deep_python.py")
+    assert [module.evaluate({"micro_batch": m})["overhead"] for m in (150, 3)] == [120, 119]
+    js = _run_js((tmp_path / "deep_js.js").read_text() + "\nconsole.log(JSON.stringify([150, 3].map("
+                 "(m) => evaluate({micro_batch: m}).overhead)));")
+    assert js == ["120", "119"]

@@ -181,8 +181,11 @@ def show_text(expr) -> str:
 def column_text(expr) -> str:
     """A formula of the estimate's column: a polynomial expanded and printed as the path
     without sympy prints it (:mod:`engine.compile.columns`), anything else by sympy."""
-    poly = from_sympy(expr)
-    return show_text(expr) if poly is None else text(poly)
+    try:
+        poly = from_sympy(expr)
+        return show_text(expr) if poly is None else text(poly)
+    except RecursionError:  # sympy orders and prints a deeply nested expression recursively
+        return "(nested too deeply to print)"
 
 
 def estimate(scenario: Scenario) -> Estimate:

@@ -46,6 +46,7 @@ import math
 import re
 from fractions import Fraction
 
+from ..errors import ResourceLimitError
 from ..lang.constants import Unsupported, _RELATIONS
 
 def plain(x):
@@ -271,6 +272,15 @@ def reach(rules: dict, trees, follow: bool = True) -> tuple[set[str], set[str], 
     return seen, found, ok
 
 
+def _reindent(lines: list, indent: str) -> list:
+    """Statements printed at their own indentation, moved to start at ``indent`` (their
+    relative indentation kept)."""
+    if not lines:
+        return []
+    least = min(len(line) - len(line.lstrip(" ")) for line in lines)
+    return [indent + line[least:] for line in lines]
+
+
 def live(steps: list, outputs: list) -> list:
     """The steps the outputs need (a rule reached only where a factor of zero drops it, or
     rebound and then not read, is not computed)."""
@@ -427,7 +437,8 @@ class Backend:
     # lazy backends: a conditional expression, and a block that returns early
     def choose(self, c: str, v: str, otherwise: str) -> str: raise NotImplementedError
     def block_open(self, name: str) -> str: raise NotImplementedError
-    def block_close(self, name: str) -> str: raise NotImplementedError
+    block_end: str | None = None
+    def call(self, name: str) -> str: raise NotImplementedError
     def if_open(self, c: str) -> str: raise NotImplementedError
     if_close: str | None = None
     def returns(self, v: str) -> str: raise NotImplementedError
@@ -450,24 +461,29 @@ class Backend:
 
     def lazy_block(self, name: str, arms: list, indent: str) -> list:
         """``name`` set by a block that tries the arms in order and returns at the first whose
-        condition holds: a local function called once (Python), an arrow function
-        (JavaScript).  An arm: (its condition's statements, the condition or None for
-        'otherwise', its value's statements, the value)."""
-        inner = indent + self.indent_unit
-        lines = [indent + self.block_open(name)]
+        condition holds: a local function (Python) or an arrow function (JavaScript) defined
+        at the program's first level, however deep the branch it serves (its body reads only
+        the program's slots and its own temporaries), and called where the value is needed.
+        An arm: (its condition's statements, the condition or None for 'otherwise', its
+        value's statements, the value), printed at the function's own level."""
+        top = self.indent_unit
+        inner = top + self.indent_unit
+        lines = [top + self.block_open(name)]
         for c_lines, c, v_lines, v in arms:
-            lines.extend(c_lines)
+            lines.extend(_reindent(c_lines, inner))
             if c is None:
-                lines.extend(v_lines)
+                lines.extend(_reindent(v_lines, inner))
                 lines.append(inner + self.returns(v))
                 break
             lines.append(inner + self.if_open(c))
-            lines.extend(self.indent_unit + line for line in v_lines)
+            lines.extend(_reindent(v_lines, inner + self.indent_unit))
             lines.append(inner + self.indent_unit + self.returns(v))
             if self.if_close:
                 lines.append(inner + self.if_close)
-        lines.append(indent + self.block_close(name))
-        return lines
+        if self.block_end:
+            lines.append(top + self.block_end)
+        self._defs.extend(lines)
+        return [indent + self.call(name)]
 
     def _const_index(self, value) -> int:
         for i, c in enumerate(self.constants):
@@ -491,6 +507,7 @@ class Backend:
         outputs (residual trees: constants or slots), as a tuple or array of them.
         ``labels``: slot -> the rule it computes, written as a comment after the step."""
         self._n_params = n_params
+        self._defs: list[str] = []
         if not self.lazy and len(steps) <= 256:  # a sweep's program; not the checks' thousands of steps
             steps, outputs = common_factors(live(steps, outputs), outputs)
         body: list[str] = []
@@ -502,7 +519,7 @@ class Backend:
                 line += f"  {self.comment} {labels[i]}"
             body.append(line)
         outs = [self.expr(t, body, ind) for t in outputs]
-        return "\n".join(self.function([self.param(i) for i in range(n_params)], body, outs)) + "\n"
+        return "\n".join(self.function([self.param(i) for i in range(n_params)], self._defs + body, outs)) + "\n"
 
     def expr(self, t: tuple, out: list, indent: str) -> str:
         return self._expr(t, out, indent)[0]
@@ -585,17 +602,20 @@ class Backend:
         name = self.temp()
         inner = indent + self.indent_unit
         printed = []
+        depths = [0]
         for cond, value in arms:
             c_lines: list = []
-            c = None if cond is None else self._expr(cond, c_lines, inner)[0]
+            c, dc = (None, 0) if cond is None else self._expr(cond, c_lines, inner)
             v_lines: list = []
-            v = self._expr(value, v_lines, inner)[0]
+            v, dv = self._expr(value, v_lines, inner)
             printed.append((c_lines, c, v_lines, v))
+            depths.append(max(dc, dv))
         if printed[-1][1] is not None:
             printed.append(([], None, [], self.fail("no branch applies")))
-        if all(not c_lines and not v_lines for c_lines, _, v_lines, _ in printed) and len(printed) <= 8:
+        depth = 2 * len(printed) + max(d for d in depths)
+        if all(not c_lines and not v_lines for c_lines, _, v_lines, _ in printed) and depth <= self.MAX_DEPTH:
             self.temps -= 1  # no statements: one expression (Python's and JavaScript's are lazy)
-            return self.conditional([(c, v) for _, c, _, v in printed]), 2 * len(printed)
+            return self.conditional([(c, v) for _, c, _, v in printed]), depth
         lines = self.lazy_block(name, printed, indent)
         out.extend(lines)
         return name, 0
@@ -656,7 +676,7 @@ class PythonExact(Backend):
 
     def choose(self, c, v, otherwise): return f"({v} if {c} else {otherwise})"
     def block_open(self, name): return f"def _{name}():"
-    def block_close(self, name): return f"{name} = _{name}()"
+    def call(self, name): return f"{name} = _{name}()"
     def if_open(self, c): return f"if {c}:"
     if_close = None
     def returns(self, v): return f"return {v}"
@@ -715,8 +735,9 @@ class JavaScript(Backend):
                 self.indent_unit + "return [" + ", ".join(outputs) + "];", "}"]
 
     def choose(self, c, v, otherwise): return f"({c} ? {v} : {otherwise})"
-    def block_open(self, name): return f"const {name} = (() => {{"
-    def block_close(self, name): return "})();"
+    def block_open(self, name): return f"const _{name} = () => {{"
+    block_end = "};"
+    def call(self, name): return f"const {name} = _{name}();"
     def if_open(self, c): return f"if ({c}) {{"
     if_close = "}"
     def returns(self, v): return f"return {v};"
@@ -859,9 +880,13 @@ _SOURCE_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUV
 def load_python(backend: PythonExact, steps: list, outputs: list, n_params: int):
     """The residual program printed by ``backend`` (:class:`PythonExact` or
     :class:`Numpy`), compiled into a function of the varying values."""
-    source = _checked_source(backend.source(steps, outputs, n_params), backend.floats)
-    namespace = backend.namespace()
-    code = compile(source, "<memform program>", "exec")  # noqa: eval-ok  printed by this module, tokens checked
+    try:
+        source = _checked_source(backend.source(steps, outputs, n_params), backend.floats)
+        namespace = backend.namespace()
+        code = compile(source, "<memform program>", "exec")  # noqa: eval-ok  printed by this module, tokens checked
+    except (SyntaxError, RecursionError, MemoryError):  # too many levels of nested branches
+        raise ResourceLimitError("the rules nest too deeply to be compiled",
+                                 hint="split a deeply nested rule into rules of their own") from None
     exec(code, namespace)  # noqa: eval-ok  (see _checked_source)
     return namespace["program"]
 

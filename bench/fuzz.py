@@ -1119,6 +1119,11 @@ def gen_cli(rng, ctx) -> dict:
             "max-len-for": ["1", "8", "64", "0", "-3", "1000001", "x"],
             "tp": ["1", "2", "8", "0", "-1", "3", "1000000", "x"],
             "pp": ["1", "2", "4", "0", "-2", "99999999999999999999"],
+            "vary": ["micro_batch", "micro_batch,seq_len", "seq_len,recompute,dp", "zero_stage,dp,tp", "n_params",
+                     "total", "bogus", "", ",", "micro_batch,micro_batch", "capacity", "[/b]", "x" * 300],
+            "rule": ["total", "weights", "activations", "peak", "usable_memory", "bogus", "micro_batch"],
+            "compile-target": ["python", "numpy", "js", "js", "cobol"],
+            "compile-out": ["out.py", "out.js", "sub/dir/out.py", "/proc/forbidden.py", "", "x" * 300],
         }
         if kind == "set":
             name = set_name(rng, ctx)
@@ -1128,7 +1133,7 @@ def gen_cli(rng, ctx) -> dict:
         return rng.choice(pools[kind])
 
     cmd = rng.choices(["estimate", "solve", "show", "plan", "check", "presets", "docs", "plot", "names", "serve",
-                       "junk"], [25, 15, 12, 8, 8, 3, 3, 5, 4, 8, 4])[0]
+                       "compile", "junk"], [25, 15, 12, 8, 8, 3, 3, 5, 4, 8, 6, 4])[0]
     flags = {"estimate": ["gpu", "capacity", "json", "set", "rules", "check", "no-divisibility"],
              "solve": ["gpu", "capacity", "target", "step", "multiple-of", "no-divisibility", "json", "set", "rules"],
              "show": ["keep", "latex", "set", "rules"],
@@ -1137,7 +1142,8 @@ def gen_cli(rng, ctx) -> dict:
              "names": ["json", "rules"],
              "serve": ["engine", "gpu", "capacity", "tp", "pp", "json", "set", "rules", "min-tp-for", "max-len-for"],
              "check": ["samples"], "presets": [], "docs": ["format", "out", "check"],
-             "plot": ["x", "range", "gpu", "capacity", "out", "set", "rules"], "junk": []}[cmd]
+             "plot": ["x", "range", "gpu", "capacity", "out", "set", "rules"],
+             "compile": ["gpu", "capacity", "rule", "rule", "target", "out", "set", "rules"], "junk": []}[cmd]
     unknowns = ["micro_batch", "seq_len", "dp", "tp", "pp", "cp", "n_params", "hidden_size", "zero_stage",
                 "total", "bogus", "capacity"]
     if cmd == "estimate":
@@ -1157,6 +1163,8 @@ def gen_cli(rng, ctx) -> dict:
         argv += ["--out", "out.png"] if m.startswith("/") else []
     elif cmd == "serve":
         argv = [cmd, model()] + (["--gpu", value("gpu")] if rng.random() < 0.7 else [])
+    elif cmd == "compile":
+        argv = [cmd, model(), "--vary", value("vary")]
     elif cmd == "names":
         argv = [cmd] + ([rng.choice(["zero", "*_bytes", "tp", "[", "*", "", "x" * 300, "batch_size", "ü", "[/b]"])]
                         if rng.random() < 0.8 else [])
@@ -1174,6 +1182,8 @@ def gen_cli(rng, ctx) -> dict:
         flag = rng.choice(flags)
         if flag in ("json", "latex", "no-divisibility", "check"):  # switches
             argv.append(f"--{flag}")
+        elif cmd == "compile" and flag in ("target", "out"):  # compile's own choices and file names
+            argv += [f"--{flag}", value(f"compile-{flag}")]
         else:
             argv += [f"--{flag}", value(flag)]
     if rng.random() < 0.1 and len(argv) > 1:  # a missing or extra positional

@@ -667,8 +667,13 @@ def cmd_compile(args, out) -> int:
                 "js": "exact rationals over BigInt; evaluate({name: value}) -> {rule: value as text}"}[args.target])
     text = evaluator.module(args.target, title)
     if args.out:
-        Path(args.out).write_text(text)
-        out.write(f"wrote {args.out}: {', '.join(rules)} over {', '.join(varying)} ({evaluator.steps} steps)\n")
+        try:
+            Path(args.out).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot write '{shown(args.out, 255)}': {exc.strerror}") from None
+        except ValueError:  # an embedded NUL
+            raise UsageError(f"'{shown(args.out, 255)}' is not a valid path") from None
+        out.write(f"wrote {shown(args.out, 255)}: {', '.join(rules)} over {', '.join(varying)} ({evaluator.steps} steps)\n")
     else:
         out.write(text)
     return 0

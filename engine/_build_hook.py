@@ -23,6 +23,8 @@ BUILD = ("import sys; from pathlib import Path; from engine.store import buildin
 
 class CustomBuildHook(BuildHookInterface):
     def initialize(self, version, build_data):
+        if self.target_name != "wheel":  # an sdist carries the sources; its wheel builds them
+            return
         root = Path(self.root)
         folder = root / "engine" / "_built"
         env = {k: v for k, v in os.environ.items() if k not in ("MEMFORM_NO_CACHE", "MEMFORM_BUILT")}
@@ -33,6 +35,6 @@ class CustomBuildHook(BuildHookInterface):
             sys.stderr.write("memform: the library was not built with the package (the first run will build "
                              f"it):\n{proc.stderr[-2000:]}\n")
             return
-        if self.target_name == "wheel" and version != "editable":
+        if version != "editable":  # an editable install reads them where they are
             for path in sorted(folder.glob("*.json")):
                 build_data["force_include"][str(path)] = f"engine/_built/{path.name}"

@@ -783,11 +783,16 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
     options = argv[:argv.index("--")] if "--" in argv else argv  # after '--' every word is positional
     as_json = "--json" in options  # until the arguments are parsed: an argparse error
     try:
-        args = build_parser().parse_args(argv)
-        as_json = getattr(args, "json", False)
-        if args.command in ANSWERED:
-            return _answered(args, out)
-        return COMMANDS[args.command](args, out)
+        try:
+            args = build_parser().parse_args(argv)
+            as_json = getattr(args, "json", False)
+            if args.command in ANSWERED:
+                return _answered(args, out)
+            return COMMANDS[args.command](args, out)
+        except RecursionError:  # a rule file nested past what sympy or Python can walk
+            raise ResourceLimitError("the rules nest too deeply to be evaluated or written out "
+                                     "(past Python's recursion limit)",
+                                     hint="split a deeply nested rule into rules of their own") from None
     except EngineError as exc:
         if as_json:  # a script reads the error from stdout, as it would the answer
             out.write(json.dumps({"error": error_json(exc)}, indent=2) + "\n")
@@ -797,12 +802,3 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
     except KeyboardInterrupt:
         err.write("memform: interrupted\n")
         return 130
-    except RecursionError:  # a rule file nested past what sympy or Python can walk
-        error = ResourceLimitError("the rules nest too deeply to be evaluated or written out "
-                                   "(past Python's recursion limit)",
-                                   hint="split a deeply nested rule into rules of their own")
-        if as_json:
-            out.write(json.dumps({"error": error_json(error)}, indent=2) + "\n")
-        else:
-            err.write(f"memform: error: {error}\n")
-        return error.exit_code

@@ -189,8 +189,8 @@ def _read_cached(folder: Path, kind: str, key: str):
 def write(kind: str, key: str, data, keep: int = KEEP_OTHERS) -> None:
     """Store ``data`` (what :func:`encode` takes) as ``kind`` for sources ``key``, and prune
     the files of ``kind`` with other keys (older sources) to the newest ``keep``; quietly
-    nothing when that is not possible.  While the package is built (:func:`build`), into
-    its folder of built files instead."""
+    nothing when that is not possible.  While the package is built (:func:`building`),
+    into its folder of built files instead."""
     if _BUILDING is not None:
         _write_built(_BUILDING, kind, key, data)
         return
@@ -201,9 +201,8 @@ def write(kind: str, key: str, data, keep: int = KEEP_OTHERS) -> None:
     if secret is None:
         return
     name = _name(kind, key)
-    try:
-        body = json.dumps(encode(data), separators=(",", ":"), allow_nan=False).encode()
-    except (ValueError, TypeError, RecursionError):  # not plain data: not kept
+    body = _body(data)
+    if body is None:  # not plain data: not kept
         return
     if _write_private(folder, name, MAGIC + _mac(secret, name, body) + b"\n" + body):
         prune(kind, key, keep)
@@ -261,11 +260,18 @@ def _digest(name: str, body: bytes) -> bytes:
     return hashlib.sha256(name.encode() + b"\0" + body).hexdigest().encode()
 
 
+def _body(data) -> bytes | None:
+    """``data`` as the JSON a file keeps (:func:`encode`), or None where it is not plain data."""
+    try:
+        return json.dumps(encode(data), separators=(",", ":"), allow_nan=False).encode()
+    except (ValueError, TypeError, RecursionError):
+        return None
+
+
 def _write_built(folder: Path, kind: str, key: str, data) -> None:
     name = _name(kind, key)
-    try:
-        body = json.dumps(encode(data), separators=(",", ":"), allow_nan=False).encode()
-    except (ValueError, TypeError, RecursionError):
+    body = _body(data)
+    if body is None:
         return
     (folder / name).write_bytes(BUILT_MAGIC + _digest(name, body) + b"\n" + body)
 
@@ -275,7 +281,7 @@ def building(folder: Path):
     """Within it, :func:`write` puts files into ``folder`` (emptied of older built files
     first) in the package's format, and nothing is read from the user's cache."""
     global _BUILDING
-    folder.mkdir(parents=True, exist_ok=True)  # noqa: the package's own folder, not the cache
+    folder.mkdir(parents=True, exist_ok=True)
     for old in folder.glob("*.json"):
         old.unlink()
     _BUILDING = folder

@@ -1,7 +1,22 @@
 """The compiled (vectorised) path agrees with the exact symbolic path."""
+import html
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from fractions import Fraction
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+from engine.compile.codegen import JS_RUNTIME, JavaScript, PythonExact, Specialiser, load_python
+from engine.compile.exact import _compiled, bindings, number
+from engine.compile.lambdas import Numpy
 from engine.compile.model import Scenario
 from engine.compile.outline import EXTRA_RULES, TOP_LEVEL
 
@@ -37,22 +52,6 @@ def test_sweep_equals_exact_evaluation(lib, model, rule):
 # engine/compile/codegen.py prints one residual program for three targets; each must give,
 # for every rule of every model preset, what folding the rules with every value known gives
 # (the exact evaluation tests/test_fast.py holds to sympy's for every rule of every preset).
-import html  # noqa: E402
-import math  # noqa: E402
-import os  # noqa: E402
-import json  # noqa: E402
-import shutil  # noqa: E402
-import re  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-from fractions import Fraction  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-from engine.compile.codegen import JS_RUNTIME, JavaScript, PythonExact, Specialiser, load_python  # noqa: E402
-from engine.compile.lambdas import Numpy  # noqa: E402
-from engine.compile.exact import _compiled, bindings, number  # noqa: E402
-
 VARYING = ("micro_batch", "seq_len", "dp", "tp", "zero_stage", "recompute", "precision", "mode")
 CHROMIUM = "/usr/bin/chromium"
 

@@ -244,34 +244,31 @@ def run_checks(lib: Library, samples: int = 2000) -> list[CheckResult]:
 def _program(rules: dict, prepared: list, varying: tuple, failed: dict):
     """The sides (and conditions) of the checks in ``prepared`` as one numpy program of the
     names in ``varying`` (every input and option, and the rules a preset pins), each rule
-    computed once for every check that reads it (:mod:`engine.compile.codegen`), and for
-    each check the places of its trees among the program's outputs.  A check whose numbers
+    computed once for every check that reads it (:mod:`engine.compile.codegen`), and
+    {id(check): the places of its trees among the program's outputs}.  A check whose numbers
     leave float64's range is marked in ``failed`` (:func:`run_check` says so) and left out."""
     def build(items):
         program = Specialiser(rules, {}, varying, {})
         trees = [program.node(t, program.top, frozenset()) for *_, ts, _ in items for t in ts]
         return load_python(Numpy(), program.steps, trees, len(varying))
 
+    kept = prepared
     try:
-        fn = build(prepared)
-    except OverflowError:  # some check's constant: the others are compiled without it
-        fn = None
-    outputs, place = [], 0
-    kept = []
-    for item in prepared:
-        if fn is None:
+        fn = build(kept)
+    except OverflowError:  # some check's constant: found one check at a time, the others kept
+        kept = []
+        for item in prepared:
             try:
                 build([item])
+                kept.append(item)
             except OverflowError:
                 failed[id(item[0])] = None
-                outputs.append(None)
-                continue
-        kept.append(item)
-        outputs.append(tuple(range(place, place + len(item[2]))))
-        place += len(item[2])
-    if fn is None:
         fn = build(kept)
-    return fn, outputs
+    places, start = {}, 0
+    for check, _, trees, _ in kept:
+        places[id(check)] = range(start, start + len(trees))
+        start += len(trees)
+    return fn, places
 
 
 class _Sampled:
@@ -314,11 +311,12 @@ class _Sampled:
             pins = tuple(k for k in pinned if k in fixed)
             if pins not in programs:
                 programs[pins] = _program(rules, prepared, (*names, *pins), failed)
-            program, outputs = programs[pins]
+            program, places = programs[pins]
             args = [env[k] for k in names] + [np.full(n, float(lib.check_value(k, fixed[k]))) for k in pins]
             with np.errstate(all="ignore"):
                 values = program(*args)
-            for (check, sides, trees, inputs), where in zip(prepared, outputs):
+            for check, sides, trees, inputs in prepared:
+                where = places.get(id(check))
                 if id(check) in failed or where is None:
                     continue
                 a, b = (real_values(values[i], n) for i in where[:2])

@@ -118,24 +118,7 @@ class Specialiser:
         rule reads nothing)."""
         found = self._reads.get(name)
         if found is None:
-            names: set = set()
-            rules: set = set()
-            todo = [self.rules[name][2]]
-            while todo:
-                t = todo.pop()
-                op = t[0]
-                if op == "v":
-                    names.add(t[1])
-                elif op == "r" or op == "@":
-                    rules.add(t[1])
-                    if op == "@":
-                        todo.extend(v for _, v in t[2])
-                elif op == "if":
-                    todo.extend(x for arm in t[1:] for x in arm)
-                elif op in ("^", "root", "log"):
-                    todo.append(t[1])
-                elif op not in ("n", "b", "?"):
-                    todo.extend(t[1:])
+            rules, names, _ = reach(self.rules, [self.rules[name][2]], follow=False)
             self._reads[name] = frozenset()  # a cycle cannot be (the library is resolved)
             found = frozenset(names).union(*(self.reads(r) for r in rules if r not in self.pins))
             self._reads[name] = found
@@ -265,7 +248,7 @@ def reach(rules: dict, trees, follow: bool = True) -> tuple[set[str], set[str], 
                 todo.extend(v for _, v in t[2])
         elif op == "if":
             todo.extend(x for arm in t[1:] for x in arm)
-        elif op == "^":
+        elif op in ("^", "root", "log"):
             todo.append(t[1])
         elif op not in ("n", "b", "?"):
             todo.extend(t[1:])
@@ -281,30 +264,31 @@ def _reindent(lines: list, indent: str) -> list:
     return [indent + line[least:] for line in lines]
 
 
+def _subtrees(t: tuple):
+    """Every node of residual tree ``t``, itself included."""
+    todo = [t]
+    while todo:
+        t = todo.pop()
+        yield t
+        if t[0] == "if":
+            todo.extend(x for arm in t[1:] for x in arm if x is not None)
+        elif t[0] not in ("c", "s", "!"):
+            todo.extend(x for x in t[1:] if isinstance(x, tuple))
+
+
+def _slots(t: tuple):
+    return (n[1] for n in _subtrees(t) if n[0] == "s")
+
+
 def live(steps: list, outputs: list) -> list:
     """The steps the outputs need (a rule reached only where a factor of zero drops it, or
     rebound and then not read, is not computed)."""
-    needed = set()
-
-    def mark(t):
-        todo = [t]
-        while todo:
-            t = todo.pop()
-            op = t[0]
-            if op == "s":
-                needed.add(t[1])
-            elif op == "if":
-                todo.extend(x for arm in t[1:] for x in arm if x is not None)
-            elif op not in ("c", "!"):
-                todo.extend(x for x in t[1:] if isinstance(x, tuple))
-
-    for t in outputs:
-        mark(t)
+    needed = {i for t in outputs for i in _slots(t)}
     kept = []
     for i, t in reversed(steps):
         if i in needed:
             kept.append((i, t))
-            mark(t)
+            needed.update(_slots(t))
     return kept[::-1]
 
 
@@ -320,7 +304,7 @@ def common_factors(steps: list, outputs: list, most: int = 64) -> tuple[list, li
     for _ in range(most):
         counts: dict = {}
         for t in trees:
-            for node in _products(t):
+            for node in (n for n in _subtrees(t) if n[0] == "*"):
                 factors = sorted({a for a in node[1:] if a[0] != "c"}, key=repr)
                 for i, a in enumerate(factors):
                     for b in factors[i + 1:]:
@@ -349,30 +333,6 @@ def common_factors(steps: list, outputs: list, most: int = 64) -> tuple[list, li
         out.append(step)
         out.extend(after.get(k, []))
     return out, trees[len(steps):]
-
-
-def _slots(t: tuple):
-    todo = [t]
-    while todo:
-        t = todo.pop()
-        if t[0] == "s":
-            yield t[1]
-        elif t[0] == "if":
-            todo.extend(x for arm in t[1:] for x in arm if x is not None)
-        elif t[0] not in ("c", "!"):
-            todo.extend(x for x in t[1:] if isinstance(x, tuple))
-
-
-def _products(t: tuple):
-    todo = [t]
-    while todo:
-        t = todo.pop()
-        if t[0] == "*":
-            yield t
-        if t[0] == "if":
-            todo.extend(x for arm in t[1:] for x in arm if x is not None)
-        elif t[0] not in ("c", "s", "!"):
-            todo.extend(x for x in t[1:] if isinstance(x, tuple))
 
 
 def _replace_pair(t: tuple, pair: tuple, new: tuple) -> tuple:
@@ -508,11 +468,12 @@ class Backend:
         ``labels``: slot -> the rule it computes, written as a comment after the step."""
         self._n_params = n_params
         self._defs: list[str] = []
+        steps = live(steps, outputs)
         if not self.lazy and len(steps) <= 256:  # a sweep's program; not the checks' thousands of steps
-            steps, outputs = common_factors(live(steps, outputs), outputs)
+            steps, outputs = common_factors(steps, outputs)
         body: list[str] = []
         ind = self.indent_unit
-        for i, t in live(steps, outputs):
+        for i, t in steps:
             text = self.expr(t, body, ind)
             line = ind + self.assign(self.slot(i), text)
             if labels and i in labels:
@@ -550,14 +511,8 @@ class Backend:
             text = self.quotient([p[0] for p in num], [p[0] for p in den])
             depth = 2 + max(p[1] for p in num + den)
             return self._hoist(text, out, indent) if depth > self.MAX_DEPTH else (text, depth)
-        if op == "^":
-            parts = [self._expr(t[1], out, indent)]
-        elif op == "root":
-            parts = [self._expr(t[1], out, indent)]
-        elif op == "log":
-            parts = [self._expr(t[1], out, indent)]
-        else:
-            parts = [self._expr(a, out, indent) for a in t[1:]]
+        operands = t[1:2] if op in ("^", "root", "log") else t[1:]  # (an exponent is not one)
+        parts = [self._expr(a, out, indent) for a in operands]
         xs = [p[0] for p in parts]
         depth = 1 + max((p[1] for p in parts), default=0)
         if op == "+":

@@ -25,9 +25,8 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from ..lang.constants import MAX_BITS, Unsupported
+from ..lang.constants import MAX_BITS, Unsupported, _RELATIONS
 from ..lazy import lazy
-from ..lang.constants import _RELATIONS
 
 sympy = lazy("sympy")  # only to read a sympy expression (from_sympy)
 

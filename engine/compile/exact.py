@@ -136,7 +136,6 @@ class Evaluator:
         program = Specialiser(self._compiled["rules"], fixed, self.varying, pins)
         top = dict(program.top)
         outputs = [program.rule(r, top, frozenset()) for r in self.rules]
-        self._steps = len(program.steps)
         self._residual = (program.steps, outputs, program.labels)
         self._program = load_python(PythonExact(), program.steps, outputs, len(self.varying))
         self._readers = tuple(self._reader(n) for n in self.varying)
@@ -233,7 +232,7 @@ class Evaluator:
     @property
     def steps(self) -> int:
         """How many rules (and rebound values) the program still computes per call."""
-        return self._steps
+        return len(self._residual[0])
 
 
 def evaluate_rules(compiled: dict, values: dict, names) -> dict[str, Fraction]:

@@ -2,7 +2,7 @@
 :meth:`engine.compile.model.Scenario.sweep`, the sampled checks of a user's rule files and the
 searches of ``solve`` and ``plan``.
 
-The expression becomes trees (:func:`engine.compile.compiler.sympy_program`: every
+The expression becomes trees (:func:`engine.compile.totrees.sympy_program`: every
 subexpression it uses more than once a step of its own) and the trees a program printed by
 the numpy backend of :mod:`engine.compile.codegen`, the compiler the exact evaluator and the
 web calculator's JavaScript share."""
@@ -76,9 +76,7 @@ def compile_expr(expr: sympy.Basic, symbols: list[sympy.Symbol]):
 
 
 def real_values(values, shape) -> np.ndarray:
-    """``values`` from a compiled expression as floats of ``shape``; complex entries (a
-    square root or logarithm of a negative number) become NaN, as numpy's own real ones do."""
-    values = np.asarray(values)
-    if np.iscomplexobj(values):
-        values = np.where(values.imag == 0, values.real, np.nan)
+    """``values`` from a compiled expression (an array, or a scalar where the expression is
+    constant) as floats of ``shape``; the programs compute in float64 throughout (a root or
+    logarithm of a negative number is NaN, never complex)."""
     return np.broadcast_to(np.asarray(values, float), shape)

@@ -37,6 +37,7 @@ solving = lazy("engine.answers.solve")
 planning = lazy("engine.answers.plan")
 checks = lazy("engine.answers.checks")
 exact = lazy("engine.compile.exact")
+webpage = lazy("engine.present.web")
 measuring = lazy("engine.answers.measure")
 display = lazy("engine.present.display")
 docs = lazy("engine.present.docs")
@@ -188,6 +189,11 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--target", default="python", choices=["python", "numpy", "js"],
                      help="python: exact ints and fractions; numpy: float64 over arrays; js: exact rationals (BigInt)")
     cmp.add_argument("--out", metavar="FILE", help="write the program here (default: print it)")
+    web = sub.add_parser("web", help="the calculator as a static web page (HTML, script, style), generated from the rules")
+    web.add_argument("--out", required=True, metavar="DIR", help="write DIR/index.html, DIR/memform.js and DIR/memform.css")
+    web.add_argument("--rules", action="append", default=[], metavar="FILE",
+                     help="a rule file of your own, compiled into the page beside the library (may 'override rule')")
+    web.add_argument("--title", default="memform", help="the page's title (default: memform)")
     msr = sub.add_parser("measure", help="measure a real PyTorch model (needs torch) beside memform's prediction")
     msr.add_argument("model", metavar="MODEL_OR_CONFIG", help="a model preset or a Hugging Face config.json")
     msr.add_argument("--set", dest="sets", action="extend", nargs="+", default=[], metavar="NAME=VALUE",
@@ -679,6 +685,22 @@ def cmd_compile(args, out) -> int:
     return 0
 
 
+def cmd_web(args, out) -> int:
+    lib = _library(args.rules)
+    compiled = exact._compiled(lib if args.rules else None)
+    folder = Path(args.out)
+    try:
+        written = webpage.write(lib, compiled, folder, args.title)
+    except OSError as exc:
+        raise UsageError(f"cannot write into '{shown(args.out, 255)}': {exc.strerror}") from None
+    except ValueError:  # an embedded NUL
+        raise UsageError(f"'{shown(args.out, 255)}' is not a valid path") from None
+    size = sum(p.stat().st_size for p in written)
+    out.write(f"wrote {', '.join(shown(str(p), 255) for p in written)} ({size / 1000:.0f} kB); "
+              f"open {shown(str(folder / 'index.html'), 255)} in a browser\n")
+    return 0
+
+
 def _measured(lib, args):
     """The scenario to measure: precision defaults to fp32 (measure runs pure fp32 or bf16)."""
     scenario = _scenario(lib, args, args.model)
@@ -728,7 +750,7 @@ def error_json(exc: EngineError) -> dict:
 ANSWERED = ("show", "solve", "plan")
 
 COMMANDS = {"estimate": cmd_estimate, "serve": cmd_serve, "solve": cmd_solve, "show": cmd_show, "plan": cmd_plan,
-            "check": cmd_check, "presets": cmd_presets, "docs": cmd_docs, "plot": cmd_plot, "compile": cmd_compile,
+            "check": cmd_check, "presets": cmd_presets, "docs": cmd_docs, "plot": cmd_plot, "compile": cmd_compile, "web": cmd_web,
             "measure": cmd_measure, "calibrate": cmd_calibrate, "names": cmd_names}
 
 

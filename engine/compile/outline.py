@@ -22,27 +22,30 @@ TOTAL_OPAQUE = ("n_params", "quantised_params")
 #: The rule a total must fit in, when a capacity is given (the memory CUDA hands out).
 FIT_RULE = "usable_memory"
 
-#: Rules an estimate reports beside the top-level ones, when the scenario calls for them.
-EXTRA_RULES = ("peak_allocated", "peak_reserved", "peak", "host_memory", "nvme_storage", "convention_total")
-
 #: The step's peak as the tools print it: rule, and the statistic it stands for.
 PEAK_FIGURES = (("peak_allocated", "torch.cuda.max_memory_allocated"),
                 ("peak_reserved", "torch.cuda.max_memory_reserved"),
                 ("peak", "nvidia-smi (device_used)"))
 
+#: Rules an estimate reports beside the top-level ones, when the scenario calls for them:
+#: (rule, the rules the library must have, the options that must hold: (option, its value
+#: where unset, "==" or "!=", choice)).  Data, so that the calculator page (``memform web``)
+#: decides as :func:`extra_rules` does.
+EXTRA = (
+    *((name, ("peak", name), ()) for name, _ in PEAK_FIGURES),  # the largest phase of the step
+    ("host_memory", ("host_memory",), (("offload", "none", "!=", "none"),)),  # CPU bytes, not in the total
+    ("nvme_storage", ("host_memory", "nvme_storage"),
+     (("offload", "none", "!=", "none"), ("offload_device", "cpu", "==", "nvme"))),
+    ("convention_total", ("convention_total",), (("convention", "memform", "!=", "memform"),)),  # a tool's figure
+)
+EXTRA_RULES = tuple(name for name, _, _ in EXTRA)
+
 
 def extra_rules(values: Mapping[str, object], rule_names) -> list[str]:
     """The EXTRA_RULES an estimate of a scenario with these values reports."""
-    out = []
-    if "peak" in rule_names:  # the largest phase of the step, beside the plain sum
-        out.extend(n for n, _ in PEAK_FIGURES if n in rule_names)
-    if "host_memory" in rule_names and values.get("offload", "none") != "none":
-        out.append("host_memory")  # CPU bytes, not in the GPU total
-        if "nvme_storage" in rule_names and values.get("offload_device", "cpu") == "nvme":
-            out.append("nvme_storage")
-    if "convention_total" in rule_names and values.get("convention", "memform") != "memform":
-        out.append("convention_total")  # what the named tool reports
-    return out
+    return [name for name, needs, when in EXTRA
+            if all(n in rule_names for n in needs)
+            and all((values.get(option, unset) == choice) == (op == "==") for option, unset, op, choice in when)]
 
 
 def check_usable(usable) -> None:

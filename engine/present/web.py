@@ -1,0 +1,185 @@
+"""``memform web``: the calculator as a static page, generated from the rules.
+
+The page is one HTML file, its script and its style (``index.html``, ``memform.js``,
+``memform.css``); it makes no network request and works from ``file://`` as from any static
+host.  Everything it computes comes from the library:
+
+- the arithmetic is the residual program of the compiled library with every input and option
+  varying (:class:`engine.compile.codegen.Specialiser`), printed by the compiler's JavaScript
+  backend (exact rationals over BigInt); a rule that a preset pins (a model's
+  ``num_key_value_heads``) takes a pin flag and a value of its own, so one program serves
+  every preset;
+- the form is generated from the declarations (domains, choices, defaults, descriptions as
+  help text), grouped by the rule file that declares them;
+- the presets, the figures an estimate reports (:mod:`engine.compile.outline`), the layout's
+  divisibility constraints (:data:`engine.library.layout.DIVIDES`) and the byte units are data.
+
+The hand-written part of the script (``engine/present/web/page.js``) reads that data, checks
+values as ``memform estimate`` does, calls the program and writes the figures; it holds no
+formula.  A rule file of the user's own (``--rules``) compiles into the page the same way.
+"""
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from pathlib import Path
+
+from ..answers.report import MAX_FIGURE
+from ..compile import codegen
+from ..lang.constants import MAX_VALUE
+from ..compile.outline import EXTRA, FIT_RULE, SIZES, TOP_LEVEL
+from ..library.layout import DIVIDES
+from ..lang.units import BYTE_UNITS
+
+#: the hand-written page: markup, script (no formula) and style
+ASSETS = Path(__file__).with_name("web")
+
+#: names a synthetic pin flag and value take in the program's parameters (never in the source)
+PIN_FLAG, PIN_VALUE = "pin?", "pin="
+
+#: the controls shown first, where the library declares them (the rest are grouped by file)
+PRIMARY = ("mode", "finetune", "stack", "precision", "optimizer", "zero_stage", "recompute", "micro_batch",
+           "seq_len", "dp", "tp", "pp", "cp", "ep", "lora_rank", "weight_dtype", "kv_dtype", "attention")
+
+
+def _text(value) -> str:
+    """An exact number as the page reads it: "n" or "n/d"."""
+    value = Fraction(value)
+    return str(value.numerator) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
+
+
+def _value(value):
+    return value if isinstance(value, str) else _text(value)
+
+
+def pinnable(compiled: dict) -> list[str]:
+    """The rules some preset (or a default) pins: each takes a flag and a value in the page's
+    program, so that one program computes them pinned or from their formula."""
+    names = {n for _, values in compiled["presets"].items() for n, _ in values if n in compiled["rules"]}
+    names |= {n for n in compiled["defaults"] if n in compiled["rules"]}
+    return sorted(names)
+
+
+def _with_pins(rules: dict, names) -> dict:
+    """The compiled rules with each of ``names`` made ``if pinned: its value, else: its formula``."""
+    out = dict(rules)
+    for name in names:
+        dim, unit, tree = rules[name]
+        out[name] = (dim, unit, ("if", (("==", ("v", PIN_FLAG + name), ("n", 1)), ("v", PIN_VALUE + name)),
+                                 (("b", True), tree)))
+    return out
+
+
+def outputs(compiled: dict) -> list[str]:
+    """The rules the page computes: what ``memform estimate`` reports and checks."""
+    rules = compiled["rules"]
+    wanted = [*TOP_LEVEL, *compiled["components"], *(n for n, _, _ in EXTRA), FIT_RULE, *SIZES,
+              *(n for names in DIVIDES.values() for n in names)]
+    return [n for n in dict.fromkeys(wanted) if n in rules]
+
+
+def program(compiled: dict) -> tuple[str, list[str], list[str], int]:
+    """The JavaScript program of the page: (source, its parameters' names, its outputs' names,
+    steps).  Parameters: every input, every option (its code), then a flag and a value for
+    each rule a preset may pin."""
+    pins = pinnable(compiled)
+    varying = (*compiled["inputs"], *compiled["options"], *(p + n for n in pins for p in (PIN_FLAG, PIN_VALUE)))
+    spec = codegen.Specialiser(_with_pins(compiled["rules"], pins), {}, tuple(varying), {})
+    names = outputs(compiled)
+    top = dict(spec.top)
+    trees = [spec.rule(n, top, frozenset()) for n in names]
+    source = codegen.JavaScript().source(spec.steps, trees, len(varying), spec.labels)
+    return source, list(varying), names, len(spec.steps)
+
+
+def data(lib, compiled: dict, names: list[str], varying: list[str]) -> dict:
+    """Everything the page's script reads besides the program: declarations, presets, what an
+    estimate reports, the constraints it checks."""
+    def group(decl) -> str:
+        return Path(decl.span.file).stem if decl.span and decl.span.file else "other"
+
+    inputs = {}
+    for name, (dim, integer, lower, strict, upper) in compiled["inputs"].items():
+        decl = lib.inputs.get(name)
+        inputs[name] = {"dim": dim, "integer": bool(integer), "lower": None if lower is None else _text(lower),
+                        "strict": bool(strict), "upper": None if upper is None else _text(upper),
+                        "unit": decl.unit if decl else "", "doc": decl.doc if decl else "",
+                        "group": group(decl) if decl else "other"}
+    options = {}
+    for name, (choices, numeric) in compiled["options"].items():
+        decl = lib.options.get(name)
+        options[name] = {"choices": list(choices), "numeric": bool(numeric), "doc": decl.doc if decl else "",
+                         "group": group(decl) if decl else "other"}
+    presets = {"model": {}, "gpu": {}}
+    for (kind, name), values in compiled["presets"].items():
+        if kind in presets:
+            presets[kind][name] = {n: _value(v) for n, v in values}
+    # the inputs with no default that each output reads: without a value for them (no GPU, so
+    # no capacity) the output cannot be computed, as the command line says
+    undefaulted = [n for n in compiled["inputs"] if n not in compiled["defaults"]]
+    spec = codegen.Specialiser(compiled["rules"], {}, (), {})
+    needs = {n: [i for i in undefaulted if i in spec.reads(n)] for n in names}
+    rules = lib.rules
+    return {
+        "varying": varying,
+        "outputs": names,
+        "pinFlag": PIN_FLAG, "pinValue": PIN_VALUE,
+        "inputs": inputs,
+        "options": options,
+        "defaults": {n: _value(v) for n, v in compiled["defaults"].items()},
+        "models": presets["model"],
+        "gpus": presets["gpu"],
+        "ruleDims": {n: compiled["rules"][n][0] for n in compiled["rules"]},
+        "ruleDomains": {n: [None if lo is None else (lo if isinstance(lo, str) else _text(lo)), bool(strict),
+                            None if up is None else (up if isinstance(up, str) else _text(up))]
+                        for n, (lo, strict, up) in compiled["rule_domains"].items() if n in set(pinnable(compiled))},
+        "pinnable": pinnable(compiled),
+        "components": list(compiled["components"]),
+        "topLevel": [n for n in TOP_LEVEL if n in compiled["rules"]],
+        "extra": [[n, list(needs_), [list(w) for w in when]] for n, needs_, when in EXTRA],
+        "fitRule": FIT_RULE,
+        "sizes": list(SIZES),
+        "divides": {k: list(v) for k, v in DIVIDES.items()},
+        "needs": needs,
+        "units": {k: str(v) for k, v in BYTE_UNITS.items()},
+        "maxValue": str(MAX_VALUE),
+        "maxFigure": str(MAX_FIGURE),
+        "primary": [n for n in PRIMARY if n in inputs or n in options],
+        "docs": {n: rules[n].doc for n in names if n in rules},
+    }
+
+
+def _script_json(value) -> str:
+    return json.dumps(value, ensure_ascii=True, separators=(",", ":")).replace("<", "\\u003c") \
+        .replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def site(lib, compiled: dict, title: str = "memform") -> dict[str, str]:
+    """The page's files, name -> text."""
+    source, varying, names, steps = program(compiled)
+    page = (ASSETS / "page.js").read_text(encoding="utf-8")
+    script = "\n".join([
+        "// memform: the memory calculator, generated from the rules (memform web).",
+        "// The arithmetic below is the compiler's JavaScript backend's; the page's own code",
+        "// (the end of this file) reads DATA and holds no formula.",
+        '"use strict";',
+        codegen.JS_RUNTIME.strip(),
+        source,
+        f"const DATA = {_script_json(data(lib, compiled, names, varying))};",
+        f"const STEPS = {steps};",
+        page,
+    ])
+    html = (ASSETS / "page.html").read_text(encoding="utf-8").replace("{{title}}", title)
+    return {"index.html": html, "memform.js": script, "memform.css": (ASSETS / "page.css").read_text(encoding="utf-8")}
+
+
+def write(lib, compiled: dict, folder: str | Path, title: str = "memform") -> list[Path]:
+    """Write the page's files into ``folder`` (created); their paths."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in site(lib, compiled, title).items():
+        path = folder / name
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written

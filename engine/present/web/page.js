@@ -1,0 +1,433 @@
+// ---------------------------------------------------------------------------------------
+// The page (hand-written, part of memform's package): reads DATA, checks each value as
+// `memform estimate` does, calls program() and writes the figures as the command line
+// prints them.  No formula is written here: every byte count comes from program().
+(() => {
+  const D = DATA;
+  const timings = { firstRender: null, updates: [] };
+  window.memformTimings = timings;
+
+  // ------------------------------------------------------------------ exact numbers
+  const exact = (text) => {  // "n" or "n/d", as the generator writes numbers
+    const i = text.indexOf("/");
+    return i < 0 ? Q.int(BigInt(text)) : Q.frac(BigInt(text.slice(0, i)), BigInt(text.slice(i + 1)));
+  };
+  const MAX_VALUE = BigInt(D.maxValue);
+  const MAX_FIGURE = exact(D.maxFigure);
+  const ZERO = Q.int(0n);
+  const abs = (q) => (q.n < 0n ? { n: -q.n, d: q.d } : q);
+  const bits = (x) => (x < 0n ? -x : x).toString(2).length;
+
+  class ValueError extends Error {}
+
+  // a number as written in a form field: decimal, optional exponent, optional byte unit
+  const NUMBER = /^\s*(-)?\s*(\d+(?:\.\d*)?|\.\d+)(?:[eE]([+-]?\d+))?\s*([A-Za-z]+)?\s*$/;
+  function readNumber(name, text) {
+    const m = NUMBER.exec(text);
+    if (!m) throw new ValueError(`'${name}' = '${text}': not a number`);
+    const [whole, frac = ""] = m[2].split(".");
+    let n = BigInt((whole || "0") + frac);
+    let d = 10n ** BigInt(frac.length);
+    const e = m[3] ? parseInt(m[3], 10) : 0;
+    if (n !== 0n && Math.abs(e) > 200) throw new ValueError(`'${name}' = '${text}': out of range`);
+    if (n !== 0n) { if (e >= 0) n *= 10n ** BigInt(e); else d *= 10n ** BigInt(-e); }
+    let q = Q.frac(m[1] ? -n : n, d);
+    let dim = 0;
+    if (m[4] !== undefined) {
+      if (!Object.prototype.hasOwnProperty.call(D.units, m[4])) {
+        throw new ValueError(`'${name}' = '${text}': unknown unit '${m[4]}' (${Object.keys(D.units).join(", ")})`);
+      }
+      q = Q.mul(q, exact(D.units[m[4]]));
+      dim = 1;
+    }
+    return { q, dim };
+  }
+
+  const domainText = (decl) => {
+    const parts = decl.integer ? ["a whole number"] : [];
+    if (decl.lower !== null) parts.push(`${decl.strict ? ">" : ">="} ${decl.lower}`);
+    if (decl.upper !== null) parts.push(`<= ${decl.upper}`);
+    return parts.join(" and ");
+  };
+
+  // a value for `name` as engine/compile/trees.py's validate accepts it, else a ValueError
+  function validate(name, text) {
+    const option = D.options[name];
+    if (option) {
+      if (!option.choices.includes(text)) {
+        throw new ValueError(`'${name}' cannot be '${text}': choices are ${option.choices.join(", ")}`);
+      }
+      return text;
+    }
+    const decl = D.inputs[name];
+    if (!decl) throw new ValueError(`unknown name '${name}'`);
+    const { q, dim } = readNumber(name, text);
+    if (bits(q.n) > 0 && (abs(q).n > MAX_VALUE * q.d || q.d > MAX_VALUE)) {
+      throw new ValueError(`'${name}' = '${text}': too large`);
+    }
+    if (dim !== decl.dim && !(decl.dim === 1 && dim === 0)) {
+      throw new ValueError(`'${name}' takes ${decl.dim === 1 ? "bytes" : "a plain number"}, not '${text}'`);
+    }
+    const bad = () => new ValueError(`'${name}' cannot be ${text.trim()}: ${domainText(decl)}`);
+    if (decl.integer && q.d !== 1n) throw bad();
+    if (decl.lower !== null && !(decl.strict ? Q.gt(q, exact(decl.lower)) : Q.ge(q, exact(decl.lower)))) throw bad();
+    if (decl.upper !== null && !Q.le(q, exact(decl.upper))) throw bad();
+    return q;
+  }
+
+  // ------------------------------------------------------------------ formatting
+  // as engine/answers/report.py: whole bytes rounded up; GB and GiB through a float64 with
+  // Python's rounding (half to even on the double's exact value)
+  const ceilBig = (q) => Q.ceil(q).n;
+  const commas = (digits) => digits.replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+  const grouped = (big) => (big < 0n ? "-" + commas((-big).toString()) : commas(big.toString()));
+
+  function toDouble(q) {  // correctly rounded, as Python's float(Fraction)
+    let n = q.n;
+    const d = q.d;
+    const neg = n < 0n;
+    if (neg) n = -n;
+    if (n === 0n) return 0;
+    const LIMIT = 1n << 53n;
+    if (n < LIMIT && d < LIMIT) return (neg ? -1 : 1) * (Number(n) / Number(d));
+    let shift = bits(n) - bits(d) - 55;
+    let num = n, den = d;
+    if (shift > 0) den <<= BigInt(shift); else num <<= BigInt(-shift);
+    let quo = num / den;
+    const rem = num % den;
+    const extra = bits(quo) - 53;
+    const low = quo & ((1n << BigInt(extra)) - 1n);
+    const half = 1n << BigInt(extra - 1);
+    quo >>= BigInt(extra);
+    shift += extra;
+    if (low > half || (low === half && (rem !== 0n || (quo & 1n) === 1n))) quo += 1n;
+    return (neg ? -1 : 1) * Number(quo) * Math.pow(2, shift);
+  }
+
+  const view = new DataView(new ArrayBuffer(8));
+  function fixed(x, places) {  // Python's f"{x:,.{places}f}" for a finite double
+    view.setFloat64(0, x);
+    const hi = view.getUint32(0), lo = view.getUint32(4);
+    const neg = hi >>> 31 === 1;
+    const biased = (hi >>> 20) & 0x7ff;
+    let mant = (BigInt(hi & 0xfffff) << 32n) | BigInt(lo);
+    let e;
+    if (biased === 0) e = -1074; else { mant |= 1n << 52n; e = biased - 1075; }
+    let num = mant * 10n ** BigInt(places), den = 1n;
+    if (e >= 0) num <<= BigInt(e); else den <<= BigInt(-e);
+    let q = num / den;
+    const r2 = 2n * (num % den);
+    if (r2 > den || (r2 === den && (q & 1n) === 1n)) q += 1n;
+    let digits = q.toString().padStart(places + 1, "0");
+    const int = digits.slice(0, digits.length - places), frac = digits.slice(digits.length - places);
+    return (neg ? "-" : "") + commas(int) + (places ? "." + frac : "");
+  }
+
+  const TEN15 = Q.int(10n ** 15n);
+  function scaled(value, unit, places) {  // report.scaled
+    const x = Q.mul(value, Q.pow(Q.int(unit), -1));
+    if (Q.lt(abs(x), TEN15)) return fixed(toDouble(x), places);
+    const sign = x.n < 0n ? "-" : "";
+    const a = abs(x);
+    let exp = Math.trunc((bits(a.n) - bits(a.d)) * 0.30103);
+    let mantissa = Q.mul(a, Q.pow(Q.int(10n), -exp));
+    while (Q.ge(mantissa, Q.int(10n))) { mantissa = Q.mul(mantissa, Q.frac(1n, 10n)); exp += 1; }
+    while (Q.lt(mantissa, Q.int(1n))) { mantissa = Q.mul(mantissa, Q.int(10n)); exp -= 1; }
+    return `${sign}${fixed(toDouble(mantissa), places)}e${exp < 0 ? "-" : "+"}${Math.abs(exp)}`;
+  }
+  const gb = (q) => scaled(q, 10n ** 9n, 2);
+  const gib = (q) => scaled(q, 1n << 30n, 2);
+  const bytesText = (q) => scaled(Q.int(ceilBig(q)), 1n, 0);
+
+  // ------------------------------------------------------------------ the estimate
+  const isInput = (n) => Object.prototype.hasOwnProperty.call(D.inputs, n);
+  const isOption = (n) => Object.prototype.hasOwnProperty.call(D.options, n);
+  const PINNABLE = new Set(D.pinnable);
+
+  // the scenario's values, in the order the command line merges them: defaults, the model
+  // preset, the GPU preset, then the settings
+  function scenario(state) {
+    const values = {};
+    const take = (source) => {
+      for (const [name, v] of Object.entries(source)) values[name] = isOption(name) ? v : exact(v);
+    };
+    take(D.defaults);
+    take(D.models[state.model]);
+    if (state.gpu) take(D.gpus[state.gpu]);
+    const errors = [];
+    for (const [name, text] of Object.entries(state.sets)) {
+      try { values[name] = validate(name, text); } catch (err) {
+        if (!(err instanceof ValueError)) throw err;
+        errors.push(err.message);
+      }
+    }
+    return { values, errors };
+  }
+
+  const code = (name, choice) => {
+    const o = D.options[name];
+    return BigInt(o.numeric ? parseInt(choice, 10) : o.choices.indexOf(choice));
+  };
+
+  function extraRules(values, ruleNames) {  // engine/compile/outline.py's extra_rules, from its data
+    return D.extra.filter(([, needs, when]) => needs.every((n) => ruleNames.has(n)) && when.every(
+      ([option, unset, op, choice]) => ((option in values ? values[option] : unset) === choice) === (op === "==")))
+      .map(([name]) => name);
+  }
+
+  function broken(values, size) {  // engine/library/layout.py's broken
+    const out = [];
+    for (const [degree, sizes] of Object.entries(D.divides)) {
+      const x = values[degree];
+      if (x === undefined || Q.eq(x, Q.int(1n))) continue;
+      for (const name of sizes) {
+        const n = size(name);
+        if (n === undefined || n.d !== 1n) continue;
+        if (n.n === 0n) out.push(`${degree}=${Q.text(x)} needs ${name} > 0 (this model has none)`);
+        else if (n.n % x.n !== 0n) out.push(`${degree}=${Q.text(x)} does not divide ${name} (${n.n})`);
+      }
+    }
+    return out;
+  }
+
+  const OUT_INDEX = Object.fromEntries(D.outputs.map((n, i) => [n, i]));
+  const ruleNames = new Set(Object.keys(D.ruleDims));
+
+  function estimate(state) {
+    const { values, errors } = scenario(state);
+    if (errors.length) return { error: errors.join("\n") };
+    const args = D.varying.map((name) => {
+      if (name.startsWith(D.pinFlag)) return Q.int(name.slice(D.pinFlag.length) in values ? 1n : 0n);
+      if (name.startsWith(D.pinValue)) return values[name.slice(D.pinValue.length)] || ZERO;
+      if (isOption(name)) return Q.int(code(name, values[name]));
+      return values[name] || ZERO;
+    });
+    const fit = "capacity" in values && D.fitRule in OUT_INDEX;
+    const names = [...D.topLevel, ...extraRules(values, ruleNames)];
+    const wanted = [...names, ...D.components, ...(fit ? [D.fitRule] : [])];
+    for (const name of wanted) {
+      const missing = (D.needs[name] || []).filter((n) => !(n in values));
+      if (missing.length) return { error: `'${missing[0]}' has no value: give one, or a GPU preset that sets it` };
+    }
+    let out;
+    try { out = program(...args); } catch (err) {
+      return { error: err.message.startsWith("division by zero") ? "a rule divides by zero for these values" : err.message };
+    }
+    const value = (n) => out[OUT_INDEX[n]];
+    const problems = broken(values, (n) => (n in values && !PINNABLE.has(n) ? values[n]
+      : n in OUT_INDEX ? value(n) : undefined));
+    if (problems.length) return { error: "impossible layout: " + problems.join("; ") };
+    const rules = Object.fromEntries(names.map((n) => [n, value(n)]));
+    const components = Object.fromEntries(D.components.map((n) => [n, value(n)]));
+    for (const [name, v] of Object.entries({ ...components, ...rules })) {
+      if (v.n < 0n) return { error: `'${name}' comes out negative (${bytesText(v)} bytes) with these values` };
+      if (Q.gt(v, MAX_FIGURE)) return { error: `'${name}' comes out beyond any machine (more than 2^128)` };
+    }
+    for (const [name, v] of Object.entries(components)) {
+      if (Q.gt(v, rules.total)) return { error: `component '${name}' exceeds the total` };
+    }
+    const usable = fit ? value(D.fitRule) : ("capacity" in values ? values.capacity : null);
+    if (usable !== null && Q.le(usable, ZERO)) {
+      return { error: `'${D.fitRule}' comes out at ${bytesText(usable)} bytes: the capacity is not above what the driver reserves (driver_reserved)` };
+    }
+    return { values, rules, components, usable };
+  }
+
+  // ------------------------------------------------------------------ the page
+  const $ = (id) => document.getElementById(id);
+  function el(tag, attrs, ...kids) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (k === "text") node.textContent = v; else node.setAttribute(k, v);
+    }
+    for (const kid of kids) node.append(kid);
+    return node;
+  }
+
+  const state = { model: Object.keys(D.models)[0], gpu: "", sets: {} };
+  const controls = {};
+
+  function readHash() {
+    const params = new URLSearchParams(location.hash.slice(1));
+    const sets = {};
+    for (const [k, v] of params) {
+      if (k === "model") state.model = v;
+      else if (k === "gpu") state.gpu = v;
+      else sets[k] = v;
+    }
+    state.sets = sets;
+  }
+  function writeHash() {
+    const params = new URLSearchParams();
+    params.set("model", state.model);
+    if (state.gpu) params.set("gpu", state.gpu);
+    for (const [k, v] of Object.entries(state.sets)) params.set(k, v);
+    history.replaceState(null, "", "#" + params.toString());
+  }
+
+  const shownValue = (name, values) => {
+    const v = values[name];
+    if (v === undefined) return "";
+    return typeof v === "string" ? v : Q.text(v);
+  };
+
+  function control(name) {
+    const id = "c-" + name;
+    const option = D.options[name], decl = D.inputs[name];
+    const doc = (option || decl).doc;
+    const help = el("small", { class: "help", id: id + "-help",
+      text: doc + (decl ? ` (${decl.unit}${domainText(decl) ? "; " + domainText(decl) : ""})` : "") });
+    let field;
+    if (option) {
+      field = el("select", { id, name, "aria-describedby": id + "-help" });
+      for (const c of option.choices) field.append(el("option", { value: c, text: c }));
+    } else {
+      field = el("input", { id, name, type: "text", inputmode: "decimal", spellcheck: "false",
+        "aria-describedby": id + "-help" });
+    }
+    field.addEventListener(option ? "change" : "input", () => {
+      state.sets[name] = field.value;
+      label.classList.add("set");
+      update();
+    });
+    const label = el("label", { for: id, text: name });
+    controls[name] = { field, label };
+    return [label, field, help];
+  }
+
+  function build() {
+    const model = $("model"), gpu = $("gpu");
+    for (const name of Object.keys(D.models)) model.append(el("option", { value: name, text: name }));
+    gpu.append(el("option", { value: "", text: "(none)" }));
+    for (const name of Object.keys(D.gpus)) gpu.append(el("option", { value: name, text: name }));
+    model.addEventListener("change", () => { state.model = model.value; update(true); });
+    gpu.addEventListener("change", () => { state.gpu = gpu.value; update(true); });
+    $("reset").addEventListener("click", () => { state.sets = {}; update(true); });
+    const primary = new Set(D.primary);
+    for (const name of D.primary) $("primary").append(...control(name));
+    const groups = {};
+    for (const name of [...Object.keys(D.options), ...Object.keys(D.inputs)].sort()) {
+      if (primary.has(name)) continue;
+      const g = (D.options[name] || D.inputs[name]).group;
+      (groups[g] = groups[g] || []).push(name);
+    }
+    for (const g of Object.keys(groups).sort()) {
+      const set = el("fieldset", {}, el("legend", { text: `${g} (${groups[g].length})` }));
+      for (const name of groups[g]) set.append(...control(name));
+      $("groups").append(el("details", {}, el("summary", { text: `${g}: ${groups[g].length} settings` }), set));
+    }
+  }
+
+  function syncControls() {
+    $("model").value = state.model;
+    $("gpu").value = state.gpu;
+    const { values } = scenario({ ...state, sets: {} });
+    for (const [name, { field, label }] of Object.entries(controls)) {
+      const set = Object.prototype.hasOwnProperty.call(state.sets, name);
+      field.value = set ? state.sets[name] : shownValue(name, values);
+      label.classList.toggle("set", set);
+    }
+  }
+
+  const PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
+    "#9c755f", "#bab0ac"];
+  const STATISTIC = { peak_allocated: "torch.cuda.max_memory_allocated", peak_reserved: "torch.cuda.max_memory_reserved",
+    peak: "nvidia-smi (device_used)", model_states: "weights, master, grads and optimizer states",
+    host_memory: "CPU memory for offloading (not in the GPU total)", nvme_storage: "offloaded to NVMe (not in the GPU total)",
+    convention_total: "the named tool's own figure" };
+
+  function figureRow(name, v, jsonPath, extra) {
+    return el("tr", { "data-rule": name },
+      el("th", { scope: "row" }, el("code", { text: name })),
+      el("td", { class: "num", "data-json": jsonPath, "data-unit": "bytes", text: bytesText(v) }),
+      el("td", { class: "num", "data-gb": name, text: gb(v) }),
+      el("td", { class: "num", "data-gib": name, text: gib(v) }),
+      el("td", { class: extra.cls || "", text: extra.text }));
+  }
+
+  function render() {
+    const result = estimate(state);
+    const v = result.values;
+    $("title").textContent = `${state.model}${state.gpu ? " on " + state.gpu : ""}`;
+    const error = $("error"), answer = $("answer");
+    if (result.error) {
+      error.textContent = result.error;
+      error.hidden = false;
+      answer.hidden = true;
+      for (const node of answer.querySelectorAll("[data-json]")) node.removeAttribute("data-json");
+      document.body.dataset.state = "error";
+      return;
+    }
+    error.hidden = true;
+    answer.hidden = false;
+    document.body.dataset.state = "ok";
+    const total = result.rules.total;
+    const share = (x) => (total.n === 0n ? "-" : fixed(100 * toDouble(Q.mul(x, Q.pow(total, -1))), 1) + " %");
+    const body = $("breakdown").tBodies[0], foot = $("breakdown").tFoot;
+    body.replaceChildren(...D.components.map((name, i) => {
+      const paths = "components." + name + (name in result.rules ? " rules." + name : "");
+      const row = figureRow(name, result.components[name], paths, { cls: "num", text: share(result.components[name]) });
+      row.firstChild.prepend(el("span", { class: "swatch", style: `background:${PALETTE[i % PALETTE.length]}` }));
+      row.firstChild.title = D.docs[name] || "";
+      return row;
+    }));
+    foot.replaceChildren(figureRow("total", total, "total_bytes rules.total", { cls: "num", text: "100.0 %" }));
+    const figures = Object.keys(result.rules).filter((n) => !D.components.includes(n) && n !== "total");
+    const rows = figures.map((name) => figureRow(name, result.rules[name], "rules." + name,
+      { text: STATISTIC[name] || D.docs[name] || "" }));
+    const usable = result.usable;
+    if (usable !== null) {
+      if ("capacity" in v) rows.push(figureRow("capacity", v.capacity, "capacity_bytes", { text: "the GPU's memory (input capacity)" }));
+      rows.push(figureRow(D.fitRule, usable, "usable_bytes", { text: "what the total must fit in" }));
+    }
+    $("figures").tBodies[0].replaceChildren(...rows);
+    const verdict = $("verdict");
+    if (usable === null) {
+      verdict.textContent = "no GPU chosen: choose a GPU preset, or give capacity, for the fit";
+      verdict.className = "";
+      verdict.removeAttribute("data-json");
+    } else {
+      const fits = Q.le(total, usable);
+      const peak = result.rules.peak;
+      const fitsAtPeak = peak === undefined ? null : Q.le(peak, usable);
+      verdict.className = fits && fitsAtPeak !== false ? "fits" : "over";
+      const spare = Q.add(usable, Q.mul(total, Q.int(-1n)));
+      verdict.replaceChildren(
+        el("span", { "data-json": "fits", "data-value": String(fits),
+          text: fits ? `fits: ${gb(spare)} GB (${gib(spare)} GiB) to spare`
+            : `does not fit: needs ${gb(Q.mul(spare, Q.int(-1n)))} GB (${gib(Q.mul(spare, Q.int(-1n)))} GiB) more` }),
+        fitsAtPeak === null ? "" : el("span", { "data-json": "fits_at_peak", "data-value": String(fitsAtPeak),
+          text: fitsAtPeak ? "; fits at the step's peak" : "; not at the step's peak" }));
+    }
+    const bar = $("bar");
+    const scale = usable !== null && Q.gt(usable, total) ? usable : total;
+    const width = (x) => (scale.n === 0n ? 0 : 100 * toDouble(Q.mul(x, Q.pow(scale, -1))));
+    bar.replaceChildren(...D.components.map((name, i) => el("span", {
+      style: `width:${width(result.components[name]).toFixed(3)}%;background:${PALETTE[i % PALETTE.length]}`,
+      title: `${name}: ${gib(result.components[name])} GiB` })));
+    if (usable !== null) bar.append(el("span", { class: "cap", style: `left:calc(${width(usable).toFixed(3)}% - 1px)`, title: `usable: ${gib(usable)} GiB` }));
+  }
+
+  function update(resync) {
+    const start = performance.now();
+    if (resync) syncControls();
+    writeHash();
+    render();
+    timings.updates.push(performance.now() - start);
+  }
+
+  function start() {
+    readHash();
+    if (!(state.model in D.models)) state.model = Object.keys(D.models)[0];
+    if (state.gpu && !(state.gpu in D.gpus)) state.gpu = "";
+    build();
+    syncControls();
+    render();
+    timings.firstRender = performance.now();
+    window.addEventListener("hashchange", () => { readHash(); syncControls(); render(); });
+    document.body.dataset.ready = "true";
+  }
+
+  window.memform = { estimate, validate, scaled, state };
+  start();
+})();

@@ -27,7 +27,7 @@ from pathlib import Path
 from ..answers.report import MAX_FIGURE
 from ..compile import codegen
 from ..lang.constants import MAX_VALUE
-from ..compile.outline import EXTRA, FIT_RULE, SIZES, TOP_LEVEL
+from ..compile.outline import EXTRA, FIT_RULE, PEAK_FIGURES, SIZES, TOP_LEVEL
 from ..library.layout import DIVIDES
 from ..lang.units import BYTE_UNITS
 
@@ -146,6 +146,7 @@ def data(lib, compiled: dict, names: list[str], varying: list[str]) -> dict:
         "maxFigure": str(MAX_FIGURE),
         "primary": [n for n in PRIMARY if n in inputs or n in options],
         "docs": {n: rules[n].doc for n in names if n in rules},
+        "statistic": dict(PEAK_FIGURES),
     }
 
 

@@ -331,11 +331,6 @@
 
   const PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
     "#9c755f", "#bab0ac"];
-  const STATISTIC = { peak_allocated: "torch.cuda.max_memory_allocated", peak_reserved: "torch.cuda.max_memory_reserved",
-    peak: "nvidia-smi (device_used)", model_states: "weights, master, grads and optimizer states",
-    host_memory: "CPU memory for offloading (not in the GPU total)", nvme_storage: "offloaded to NVMe (not in the GPU total)",
-    convention_total: "the named tool's own figure" };
-
   function figureRow(name, v, jsonPath, extra) {
     return el("tr", { "data-rule": name },
       el("th", { scope: "row" }, el("code", { text: name })),
@@ -359,6 +354,7 @@
       return;
     }
     error.hidden = true;
+    error.textContent = "";
     answer.hidden = false;
     document.body.dataset.state = "ok";
     const total = result.rules.total;
@@ -374,7 +370,7 @@
     foot.replaceChildren(figureRow("total", total, "total_bytes rules.total", { cls: "num", text: "100.0 %" }));
     const figures = Object.keys(result.rules).filter((n) => !D.components.includes(n) && n !== "total");
     const rows = figures.map((name) => figureRow(name, result.rules[name], "rules." + name,
-      { text: STATISTIC[name] || D.docs[name] || "" }));
+      { text: D.statistic[name] || D.docs[name] || "" }));
     const usable = result.usable;
     if (usable !== null) {
       if ("capacity" in v) rows.push(figureRow("capacity", v.capacity, "capacity_bytes", { text: "the GPU's memory (input capacity)" }));

@@ -1,0 +1,288 @@
+"""memform web: the calculator page, generated from the rules (issue 17).
+
+The browser tests open the generated page in headless Chromium (Playwright driving Debian's
+/usr/bin/chromium, which .ci/run installs), drive configurations through its form and hold
+every figure on the page to ``memform estimate --json`` for the same configuration: whole
+bytes exactly as the JSON has them, GB and GiB as the command line formats the exact values
+(:func:`engine.answers.report.gb`, ``gib``), the fit verdicts, and an error exactly where the
+command line refuses the configuration.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import random
+import re
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from engine.answers.report import gb, gib
+from engine.cli import main
+from engine.compile.exact import Evaluator, _compiled
+
+CHROMIUM = "/usr/bin/chromium"
+#: as the machine's notes have it: no sandbox as root, no background connections (refused here)
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+#: the page's weight limit (issue 17)
+MAX_PAGE_BYTES = 300_000
+
+
+def run(*argv):
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("site")
+    code, out, err = run("web", "--out", str(folder))
+    assert (code, err) == (0, ""), out
+    return folder
+
+
+def test_page_files_weight_and_no_network(site):
+    names = sorted(p.name for p in site.iterdir())
+    assert names == ["index.html", "memform.css", "memform.js"]
+    weight = sum((site / n).stat().st_size for n in names)
+    assert weight <= MAX_PAGE_BYTES, f"the page weighs {weight:,} bytes"
+    html = (site / "index.html").read_text()
+    script = (site / "memform.js").read_text()
+    # nothing is fetched: the page names only its own two files, the script no address
+    assert re.findall(r'(?:src|href)="([^"#]+)"', html) == ["memform.css", "memform.js"]
+    for text in (html, script, (site / "memform.css").read_text()):
+        assert not re.search(r"https?://|//cdn|fetch\(|XMLHttpRequest|import\(|WebSocket", text)
+
+
+def test_page_program_is_generated_not_written(site):
+    """The arithmetic is the compiler's: the hand-written part of the script computes with
+    Q (the rationals) only to check domains and format figures, never a rule."""
+    script = (site / "memform.js").read_text()
+    generated, page = script.split("const DATA = ", 1)
+    assert "function program(" in generated and "function program(" not in page
+    page_code = page.split("\n", 2)[2]  # past DATA and STEPS
+    rules = _compiled()["rules"]
+    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", page_code))
+    # the rule names the page mentions are the figures it labels, never one it computes itself
+    assert words & set(rules) <= {"total", "peak"}
+
+
+def test_bad_out_is_a_usage_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    code, out, err = run("web", "--out", str(blocker / "site"))
+    assert code == 2 and "cannot write" in err and "Traceback" not in err
+
+
+# ---------------------------------------------------------------------------- in the browser
+def _browser():
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Chromium (/usr/bin/chromium) is not installed")
+    sync = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    return sync
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync = _browser()
+    with sync.sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+def _open(browser, url: str):
+    pg = browser.new_page()
+    errors = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.goto(url)
+    pg.wait_for_selector("body[data-ready=true]", timeout=30_000)
+    pg.errors = errors
+    return pg
+
+
+@pytest.fixture(scope="module")
+def page(site, browser):
+    pg = _open(browser, (site / "index.html").as_uri())
+    yield pg
+    pg.close()
+
+
+def _figures(pg) -> dict:
+    """Every figure the page shows: {json path: text}, and the GB and GiB cells."""
+    return pg.evaluate("""() => {
+        const out = {json: {}, gb: {}, gib: {}, state: document.body.dataset.state,
+                     error: document.getElementById('error').textContent};
+        if (out.state !== 'ok') return out;
+        for (const e of document.querySelectorAll('[data-json]'))
+            for (const path of e.dataset.json.split(' ')) out.json[path] = e.dataset.value ?? e.textContent;
+        for (const e of document.querySelectorAll('[data-gb]')) out.gb[e.dataset.gb] = e.textContent;
+        for (const e of document.querySelectorAll('[data-gib]')) out.gib[e.dataset.gib] = e.textContent;
+        return out;
+    }""")
+
+
+def _expected(data: dict) -> dict:
+    """The figures of ``estimate --json`` as the page labels them."""
+    out = {}
+    for key in ("total_bytes", "capacity_bytes", "usable_bytes"):
+        if data[key] is not None:
+            out[key] = str(data[key])
+    for group in ("components", "rules"):
+        for name, value in data[group].items():
+            out[f"{group}.{name}"] = str(value)
+    for key in ("fits", "fits_at_peak"):
+        if data[key] is not None:
+            out[key] = "true" if data[key] else "false"
+    return out
+
+
+def _drive(pg, model: str, gpu: str | None, sets: list[tuple[str, str]]) -> None:
+    """Set a configuration through the form, as a user would: the selects and text fields."""
+    pg.click("#reset")
+    pg.select_option("#model", model)
+    pg.select_option("#gpu", gpu or "")
+    for name, value in sets:
+        field = f"#c-{name}"
+        if pg.evaluate("(id) => { const d = document.querySelector(id).closest('details'); return !!d && !d.open; }",
+                       field):
+            pg.click(f"details:has({field}) > summary")  # open the group, as a user would
+        if pg.evaluate("(id) => document.querySelector(id).tagName", field) == "SELECT":
+            pg.select_option(field, value)
+        else:
+            pg.fill(field, value)
+
+
+def _compare(pg, model, gpu, sets, lib_args=()):
+    argv = ["estimate", model, *(["--gpu", gpu] if gpu else []), *lib_args, "--json"]
+    for name, value in sets:
+        argv += ["--set", f"{name}={value}"]
+    code, out, err = run(*argv)
+    shown = _figures(pg)
+    where = " ".join(argv)
+    if code != 0:
+        assert shown["state"] == "error", f"{where}: the command line refuses it ({out.strip()[:300]}), the page shows figures"
+        return "error"
+    data = json.loads(out)
+    assert shown["state"] == "ok", f"{where}: the page says {shown['error']!r}"
+    page_bytes = {k: (v.replace(",", "") if k not in ("fits", "fits_at_peak") else v) for k, v in shown["json"].items()}
+    assert page_bytes == _expected(data), where
+    # GB and GiB as the command line formats the exact values
+    if lib_args:
+        return "ok"
+    rules = [r for r in shown["gb"] if r != "capacity"]
+    exact = Evaluator(model, rules, gpu=gpu, values={n: _typed(n, v) for n, v in sets})()
+    if "capacity" in shown["gb"]:
+        exact["capacity"] = Fraction(data["capacity_bytes"])
+    for rule in shown["gb"]:
+        assert (shown["gb"][rule], shown["gib"][rule]) == (gb(exact[rule]), gib(exact[rule])), f"{where}: {rule}"
+    return "ok"
+
+
+def _typed(name: str, text: str):
+    """A value as the exact evaluator takes it: a choice name, or an exact number."""
+    compiled = _compiled()
+    if name in compiled["options"]:
+        return text
+    return Fraction(text)
+
+
+#: values a user would try for the workload and layout (whole numbers in their domains, and
+#: some outside them, which both must refuse)
+POOLS = {
+    "micro_batch": ["1", "2", "4", "8", "16", "0"],
+    "seq_len": ["512", "1024", "2048", "4096", "8192", "32768", "3000"],
+    "dp": ["1", "2", "4", "8", "64", "0"],
+    "tp": ["1", "2", "4", "8", "3"],
+    "pp": ["1", "2", "4", "8"],
+    "cp": ["1", "2"],
+    "ep": ["1", "2", "8"],
+    "lora_rank": ["8", "16", "64"],
+}
+
+
+def _random_value(rng, name, compiled):
+    if name in compiled["options"]:
+        return rng.choice(compiled["options"][name][0])
+    if name in POOLS:
+        return rng.choice(POOLS[name])
+    _, integer, lower, strict, upper = compiled["inputs"][name]
+    low = Fraction(0) if lower is None else Fraction(lower)
+    if upper is not None and upper <= 1:
+        return rng.choice(["0", "0.05", "0.1", "0.5", "1"])
+    if integer:
+        return str(rng.choice([int(low) + (1 if strict else 0), int(low) + 1, 2, 8, 128, 4096]))
+    return rng.choice(["0", "0.5", "1", "2", "1.25"])
+
+
+def _configurations(n: int, seed: int):
+    compiled = _compiled()
+    rng = random.Random(seed)
+    models = sorted(name for kind, name in compiled["presets"] if kind == "model")
+    gpus = sorted(name for kind, name in compiled["presets"] if kind == "gpu")
+    primary = ["mode", "finetune", "stack", "precision", "optimizer", "zero_stage", "recompute", "micro_batch",
+               "seq_len", "dp", "tp", "pp", "cp", "ep", "lora_rank", "weight_dtype", "kv_dtype", "attention"]
+    others = sorted(n for n in (*compiled["options"], *compiled["inputs"])
+                    if n not in primary and n != "capacity" and n not in dict(_compiled()["presets"][("gpu", gpus[0])]))
+    for _ in range(n):
+        names = rng.sample(primary, rng.randint(0, 5)) + rng.sample(others, rng.randint(0, 3))
+        gpu = rng.choice(gpus) if rng.random() < 0.9 else None
+        yield rng.choice(models), gpu, [(name, _random_value(rng, name, compiled)) for name in names]
+
+
+def test_two_hundred_configurations_match_estimate_json(page):
+    """Issue 17's acceptance: 200 random configurations through the form, every figure on the
+    page equal to ``memform estimate --json``'s (and the page refusing what it refuses)."""
+    outcomes = []
+    for model, gpu, sets in _configurations(200, seed=1717):
+        _drive(page, model, gpu, sets)
+        outcomes.append(_compare(page, model, gpu, sets))
+    assert not page.errors
+    # the draw covers both answers and refusals
+    print("outcomes", outcomes.count("ok"), outcomes.count("error"))
+    assert outcomes.count("ok") >= 100 and outcomes.count("error") >= 10, outcomes
+    timings = page.evaluate("window.memformTimings")
+    updates = sorted(timings["updates"])
+    report = {"first_render_ms": round(timings["firstRender"], 1),
+              "update_median_ms": round(updates[len(updates) // 2], 2),
+              "update_p95_ms": round(updates[int(len(updates) * 0.95)], 2), "updates": len(updates)}
+    print("memform web timings:", json.dumps(report))
+    if os.environ.get("MEMFORM_WEB_TIMINGS"):
+        Path(os.environ["MEMFORM_WEB_TIMINGS"]).write_text(json.dumps(report) + "\n")
+
+
+def test_link_reproduces_the_answer(site, page):
+    """The whole state is in the address: opening it again shows the same figures."""
+    _drive(page, "llama2-70b", "h100-80g", [("zero_stage", "3"), ("dp", "8"), ("seq_len", "4096")])
+    before = _figures(page)
+    url = page.url
+    assert "zero_stage=3" in url and "model=llama2-70b" in url
+    page.goto("about:blank")
+    page.goto(url)
+    page.wait_for_selector("body[data-ready=true]")
+    assert _figures(page) == before
+    code, out, _ = run("estimate", "llama2-70b", "--gpu", "h100-80g", "--set", "zero_stage=3", "--set", "dp=8",
+                       "--set", "seq_len=4096", "--json")
+    assert {k: v.replace(",", "") for k, v in before["json"].items() if k not in ("fits", "fits_at_peak")} == \
+        {k: v for k, v in _expected(json.loads(out)).items() if k not in ("fits", "fits_at_peak")}
+
+
+def test_a_rule_file_of_ones_own_makes_the_page(tmp_path, browser):
+    """``--rules`` compiles a user's override into the page: its figures are the command
+    line's with the same file."""
+    rules = tmp_path / "mine.mem"
+    rules.write_text('override rule overhead : bytes = 3 GiB "a flat 3 GiB for the framework"\n')
+    folder = tmp_path / "site"
+    code, out, err = run("web", "--out", str(folder), "--rules", str(rules))
+    assert (code, err) == (0, ""), out
+    pg = _open(browser, (folder / "index.html").as_uri() + "#model=llama2-7b&gpu=a100-80g&micro_batch=2")
+    shown = _figures(pg)
+    pg.close()
+    assert shown["json"]["components.overhead"] == f"{3 * 2**30:,}"
+    code, out, _ = run("estimate", "llama2-7b", "--gpu", "a100-80g", "--rules", str(rules), "--set", "micro_batch=2", "--json")
+    assert code == 0
+    assert {k: v.replace(",", "") for k, v in shown["json"].items()} == _expected(json.loads(out))

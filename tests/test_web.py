@@ -286,3 +286,55 @@ def test_a_rule_file_of_ones_own_makes_the_page(tmp_path, browser):
     code, out, _ = run("estimate", "llama2-7b", "--gpu", "a100-80g", "--rules", str(rules), "--set", "micro_batch=2", "--json")
     assert code == 0
     assert {k: v.replace(",", "") for k, v in shown["json"].items()} == _expected(json.loads(out))
+
+
+def _solved(pg) -> dict:
+    return pg.evaluate("""() => {
+        const box = document.getElementById('solved');
+        const out = {state: box.dataset.state};
+        for (const e of box.querySelectorAll('[data-solve]')) out[e.dataset.solve] = e.textContent;
+        return out;
+    }""")
+
+
+SOLVES = (("max", "micro_batch"), ("max", "seq_len"), ("min", "dp"), ("min", "tp"))
+
+
+def test_solve_buttons_match_memform_solve(page):
+    """The page's solve buttons give what ``memform solve ... --json`` gives: the value, the
+    one beyond it and the bytes at both (or a refusal where it refuses)."""
+    rng = random.Random(2024)
+    compiled = _compiled()
+    models = ["llama2-7b", "llama2-70b", "mistral-7b", "qwen2.5-7b", "llama3.1-8b", "mixtral-8x7b"]
+    models = [m for m in models if ("model", m) in compiled["presets"]]
+    outcomes = []
+    for _ in range(10):
+        model, gpu = rng.choice(models), rng.choice(["h100-80g", "a100-40g", "rtx4090", "h200"])
+        if ("gpu", gpu) not in compiled["presets"]:
+            continue
+        sets = [("zero_stage", rng.choice(["0", "1", "3"])), ("dp", rng.choice(["1", "8", "32"])),
+                ("recompute", rng.choice(["none", "full"])), ("seq_len", rng.choice(["2048", "4096"]))]
+        _drive(page, model, gpu, sets)
+        for direction, unknown in SOLVES:
+            page.click(f"button[data-direction={direction}][data-unknown={unknown}]")
+            shown = _solved(page)
+            argv = ["solve", direction, unknown, model, "--gpu", gpu, "--json"]
+            for name, value in sets:
+                if name != unknown:
+                    argv += ["--set", f"{name}={value}"]
+            # the page solves with every other setting as it is, the unknown's own setting aside
+            code, out, err = run(*argv)
+            where = " ".join(argv)
+            if code != 0:
+                assert shown["state"] == "error", f"{where}: refused ({out.strip()[:200]}), the page answers {shown}"
+                outcomes.append("error")
+                continue
+            data = json.loads(out)
+            assert shown["state"] == "ok", f"{where}: the page refuses"
+            expected = {"value": str(data["value"]), "at_value": str(data["value"]),
+                        "at_bytes": f"{data['bytes_at_value']:,}"}
+            if data["next_value"] is not None:
+                expected.update(next_value=str(data["next_value"]), next_bytes=f"{data['bytes_at_next']:,}")
+            assert {k: v for k, v in shown.items() if k != "state"} == expected, where
+            outcomes.append("ok")
+    assert outcomes.count("ok") >= 20, outcomes

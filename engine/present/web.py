@@ -25,6 +25,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from ..answers.report import MAX_FIGURE
+from ..answers.search import UPPER
 from ..compile import codegen
 from ..lang.constants import MAX_VALUE
 from ..compile.outline import EXTRA, FIT_RULE, PEAK_FIGURES, SIZES, TOP_LEVEL
@@ -147,6 +148,7 @@ def data(lib, compiled: dict, names: list[str], varying: list[str]) -> dict:
         "primary": [n for n in PRIMARY if n in inputs or n in options],
         "docs": {n: rules[n].doc for n in names if n in rules},
         "statistic": dict(PEAK_FIGURES),
+        "searchUpper": UPPER,
     }
 
 

@@ -4,7 +4,7 @@
 // prints them.  No formula is written here: every byte count comes from program().
 (() => {
   const D = DATA;
-  const timings = { firstRender: null, updates: [] };
+  const timings = { firstRender: null, updates: [], solves: [] };
   window.memformTimings = timings;
 
   // ------------------------------------------------------------------ exact numbers
@@ -193,15 +193,103 @@
   const OUT_INDEX = Object.fromEntries(D.outputs.map((n, i) => [n, i]));
   const ruleNames = new Set(Object.keys(D.ruleDims));
 
-  function estimate(state) {
-    const { values, errors } = scenario(state);
-    if (errors.length) return { error: errors.join("\n") };
-    const args = D.varying.map((name) => {
+  function argsOf(values) {  // the program's parameters: inputs, option codes, pin flags and values
+    return D.varying.map((name) => {
       if (name.startsWith(D.pinFlag)) return Q.int(name.slice(D.pinFlag.length) in values ? 1n : 0n);
       if (name.startsWith(D.pinValue)) return values[name.slice(D.pinValue.length)] || ZERO;
       if (isOption(name)) return Q.int(code(name, values[name]));
       return values[name] || ZERO;
     });
+  }
+
+  const failure = (err) => (err.message.startsWith("division by zero") ? "a rule divides by zero for these values" : err.message);
+
+  function layoutSize(values, out) {
+    return (n) => (n in values && !PINNABLE.has(n) ? values[n] : n in OUT_INDEX ? out[OUT_INDEX[n]] : undefined);
+  }
+
+  // ------------------------------------------------------------------ solve
+  // engine/answers/search.py's candidates, grid and bisection, over the generated program's
+  // target (total) as engine/answers/quick.py's solve searches the compiled one
+  function grid(lo, hi) {
+    const a = Math.max(lo, 1), b = Math.max(hi, 1);
+    const xs = new Set([a, b]);
+    for (let i = 1; i < 399; i++) xs.add(Math.min(b, Math.max(a, Math.floor(a * Math.pow(b / a, i / 399)))));
+    for (let x = lo; x <= Math.min(hi, lo + 64); x++) xs.add(x);
+    return [...xs].sort((x, y) => x - y);
+  }
+
+  function bisect(fits, direction, iLo, iHi) {
+    let a = iLo, b = iHi;
+    if (direction === "max") {
+      while (a < b) { const mid = Math.floor((a + b + 1) / 2); if (fits(mid)) a = mid; else b = mid - 1; }
+      return [a, a < iHi ? a + 1 : null];
+    }
+    while (a < b) { const mid = Math.floor((a + b) / 2); if (fits(mid)) b = mid; else a = mid + 1; }
+    return [b, b > iLo ? b - 1 : null];
+  }
+
+  function solve(state, direction, unknown, target = "total") {
+    const { values, errors } = scenario(state);
+    if (errors.length) return { error: errors.join("\n") };
+    if (!("capacity" in values)) return { error: "solve needs a capacity: choose a GPU preset, or give capacity" };
+    const decl = D.inputs[unknown];
+    let base;
+    try { base = program(...argsOf(values)); } catch (err) { return { error: failure(err) }; }
+    const problems = broken(values, layoutSize(values, base));
+    if (problems.length) return { error: "impossible layout: " + problems.join("; ") };
+    const usable = base[OUT_INDEX[D.fitRule]];
+    if (Q.le(usable, ZERO)) return { error: `'${D.fitRule}' is not above zero: the capacity is not above what the driver reserves` };
+    const memo = new Map();
+    const at = (x) => {
+      if (!memo.has(x)) memo.set(x, program(...argsOf({ ...values, [unknown]: Q.int(BigInt(x)) }))[OUT_INDEX[target]]);
+      return memo.get(x);
+    };
+    const lo = decl.lower === null ? 1 : Math.max(1, Number(Q.ceil(exact(decl.lower)).n));
+    const iLo = lo, iHi = Math.max(lo, D.searchUpper);
+    const fits = (x) => Q.le(at(x), usable);
+    let value, next;
+    try {
+      const divisors = (D.divides[unknown] || []).map((n) => [n, layoutSize(values, base)(n)]);
+      if (divisors.length) {  // finitely many candidates, each evaluated
+        let limit = D.searchUpper;
+        for (const [, d] of divisors) limit = Math.min(limit, Number(d.n / d.d));
+        const xs = [];
+        for (let x = iLo; x <= Math.min(iHi, limit); x++) {
+          if (divisors.every(([, d]) => d.d === 1n && d.n % BigInt(x) === 0n)) xs.push(x);
+        }
+        if (!xs.length) return { error: `no value of '${unknown}' meets the constraints` };
+        const ok = xs.filter(fits);
+        if (!ok.length) return { error: `does not fit ${direction === "max" ? "even at " + unknown + "=" + xs[0] : "for any " + unknown + " up to " + xs[xs.length - 1]}` };
+        value = direction === "max" ? Math.max(...ok) : Math.min(...ok);
+        const pos = xs.indexOf(value);
+        const others = direction === "max" ? xs.slice(pos + 1) : xs.slice(0, pos).reverse();
+        next = others.length ? others[0] : null;
+      } else {
+        const increasing = direction === "max";
+        const points = grid(iLo, iHi);
+        const ys = points.map(at);
+        if (ys.some((y, i) => i > 0 && (increasing ? Q.lt(y, ys[i - 1]) : Q.gt(y, ys[i - 1])))) {
+          // as the full path: in float64, with its tolerance
+          const fs = ys.map(toDouble);
+          const turns = fs.findIndex((y, i) => i > 0 && (increasing ? y - fs[i - 1] : fs[i - 1] - y) < -1e-9 * Math.max(Math.abs(y), 1));
+          if (turns > 0) {
+            return { error: `the target is not ${increasing ? "non-decreasing" : "non-increasing"} in '${unknown}' (it turns near ${unknown}=${points[turns]}), so no search can be trusted` };
+          }
+        }
+        const edge = increasing ? iLo : iHi;
+        if (!fits(edge)) return { error: `does not fit ${increasing ? "even at " + unknown + "=" + edge : "for any " + unknown + " up to " + edge}: ${target} needs ${gb(at(edge))} GB > usable memory ${gb(usable)} GB` };
+        [value, next] = bisect(fits, direction, iLo, iHi);
+      }
+    } catch (err) { return { error: failure(err) }; }
+    return { unknown, direction, value, next, bytesAt: at(value), bytesNext: next === null ? null : at(next), usable,
+             capacity: values.capacity };
+  }
+
+  function estimate(state) {
+    const { values, errors } = scenario(state);
+    if (errors.length) return { error: errors.join("\n") };
+    const args = argsOf(values);
     const fit = "capacity" in values && D.fitRule in OUT_INDEX;
     const names = [...D.topLevel, ...extraRules(values, ruleNames)];
     const wanted = [...names, ...D.components, ...(fit ? [D.fitRule] : [])];
@@ -210,12 +298,9 @@
       if (missing.length) return { error: `'${missing[0]}' has no value: give one, or a GPU preset that sets it` };
     }
     let out;
-    try { out = program(...args); } catch (err) {
-      return { error: err.message.startsWith("division by zero") ? "a rule divides by zero for these values" : err.message };
-    }
+    try { out = program(...args); } catch (err) { return { error: failure(err) }; }
     const value = (n) => out[OUT_INDEX[n]];
-    const problems = broken(values, (n) => (n in values && !PINNABLE.has(n) ? values[n]
-      : n in OUT_INDEX ? value(n) : undefined));
+    const problems = broken(values, layoutSize(values, out));
     if (problems.length) return { error: "impossible layout: " + problems.join("; ") };
     const rules = Object.fromEntries(names.map((n) => [n, value(n)]));
     const components = Object.fromEntries(D.components.map((n) => [n, value(n)]));
@@ -303,6 +388,9 @@
     model.addEventListener("change", () => { state.model = model.value; update(true); });
     gpu.addEventListener("change", () => { state.gpu = gpu.value; update(true); });
     $("reset").addEventListener("click", () => { state.sets = {}; update(true); });
+    for (const button of document.querySelectorAll("button[data-direction]")) {
+      button.addEventListener("click", () => showSolve(button.dataset.direction, button.dataset.unknown));
+    }
     const primary = new Set(D.primary);
     for (const name of D.primary) $("primary").append(...control(name));
     const groups = {};
@@ -404,6 +492,25 @@
     if (usable !== null) bar.append(el("span", { class: "cap", style: `left:calc(${width(usable).toFixed(3)}% - 1px)`, title: `usable: ${gib(usable)} GiB` }));
   }
 
+  function showSolve(direction, unknown) {
+    const start = performance.now();
+    const r = solve(state, direction, unknown);
+    const box = $("solved");
+    box.dataset.state = r.error ? "error" : "ok";
+    box.dataset.unknown = unknown;
+    if (r.error) {
+      box.replaceChildren(el("p", { role: "alert", text: `${direction} ${unknown}: ${r.error}` }));
+    } else {
+      const line = (x, bytes, rel, key) => el("li", {}, `at ${unknown}=`, el("span", { "data-solve": key + "_value", text: String(x) }),
+        `: `, el("span", { "data-solve": key + "_bytes", text: bytesText(bytes) }), ` bytes (${gb(bytes)} GB, ${gib(bytes)} GiB) ${rel} usable memory ${gib(r.usable)} GiB`);
+      box.replaceChildren(
+        el("p", {}, el("strong", { text: `${direction} ${unknown} = ` }), el("strong", { "data-solve": "value", text: String(r.value) }),
+          ` (total <= usable_memory; exact search over the same program)`),
+        el("ul", {}, line(r.value, r.bytesAt, "<=", "at"), ...(r.next === null ? [] : [line(r.next, r.bytesNext, ">", "next")])));
+    }
+    timings.solves.push(performance.now() - start);
+  }
+
   function update(resync) {
     const start = performance.now();
     if (resync) syncControls();
@@ -424,6 +531,6 @@
     document.body.dataset.ready = "true";
   }
 
-  window.memform = { estimate, validate, scaled, state };
+  window.memform = { estimate, solve, validate, scaled, state };
   start();
 })();

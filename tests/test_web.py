@@ -338,3 +338,22 @@ def test_solve_buttons_match_memform_solve(page):
             assert {k: v for k, v in shown.items() if k != "state"} == expected, where
             outcomes.append("ok")
     assert outcomes.count("ok") >= 20, outcomes
+
+
+@pytest.mark.parametrize("model, gpu, sets", [
+    ("llama2-7b", "h100-80g", []),
+    ("llama2-7b", "h100-80g", [("zero_stage", "3"), ("dp", "8")]),
+    ("llama2-7b", None, [("capacity", "80GB")]),
+    ("llama2-70b", "h100-80g", [("capacity", "80GB"), ("mode", "infer")]),
+    ("mistral-7b", "a100-80g", [("finetune", "qlora"), ("micro_batch", "4")]),
+])
+def test_verdict_is_the_command_lines(page, model, gpu, sets):
+    """The fit verdict reads as the last line of ``memform estimate`` does."""
+    _drive(page, model, gpu, sets)
+    argv = ["estimate", model, *(["--gpu", gpu] if gpu else [])]
+    for name, value in sets:
+        argv += ["--set", f"{name}={value}"]
+    code, out, _ = run(*argv)
+    assert code == 0
+    line = next(ln for ln in out.splitlines() if ln.startswith(("fits ", "does not fit ")))
+    assert page.inner_text("#verdict") == line

@@ -191,7 +191,7 @@
   }
 
   const OUT_INDEX = Object.fromEntries(D.outputs.map((n, i) => [n, i]));
-  const ruleNames = new Set(Object.keys(D.ruleDims));
+  const ruleNames = new Set(D.extraPresent);
 
   function argsOf(values) {  // the program's parameters: inputs, option codes, pin flags and values
     return D.varying.map((name) => {
@@ -335,6 +335,8 @@
   function readHash() {
     const params = new URLSearchParams(location.hash.slice(1));
     const sets = {};
+    state.model = Object.keys(D.models)[0];
+    state.gpu = "";
     for (const [k, v] of params) {
       if (k === "model") state.model = v;
       else if (k === "gpu") state.gpu = v;
@@ -342,12 +344,14 @@
     }
     state.sets = sets;
   }
+  let currentHash = "";
   function writeHash() {
     const params = new URLSearchParams();
     params.set("model", state.model);
     if (state.gpu) params.set("gpu", state.gpu);
     for (const [k, v] of Object.entries(state.sets)) params.set(k, v);
-    history.replaceState(null, "", "#" + params.toString());
+    currentHash = params.toString();
+    history.replaceState(null, "", "#" + currentHash);
   }
 
   const shownValue = (name, values) => {
@@ -471,17 +475,25 @@
       verdict.className = "";
       verdict.removeAttribute("data-json");
     } else {
+      // the command line's verdict (engine/answers/report.py's print_table)
       const fits = Q.le(total, usable);
       const peak = result.rules.peak;
       const fitsAtPeak = peak === undefined ? null : Q.le(peak, usable);
+      const minus = (a, b) => Q.add(a, Q.mul(b, Q.int(-1n)));
+      const both = (x) => `${gb(x)} GB (${gib(x)} GiB)`;
+      const marked = "capacity" in v && !Q.eq(usable, v.capacity) ? " usable" : "";
+      const where = state.gpu ? `${state.gpu} (${gib(usable)} GiB${marked})` : `${gb(usable)} GB${marked}`;
+      let atPeak = "";
+      if (peak !== undefined && Q.gt(peak, total)) {
+        atPeak = fitsAtPeak ? `; at the step's peak ${both(minus(usable, peak))} to spare`
+          : `; but not at the step's peak, which needs ${both(minus(peak, usable))} more`;
+      }
       verdict.className = fits && fitsAtPeak !== false ? "fits" : "over";
-      const spare = Q.add(usable, Q.mul(total, Q.int(-1n)));
       verdict.replaceChildren(
         el("span", { "data-json": "fits", "data-value": String(fits),
-          text: fits ? `fits: ${gb(spare)} GB (${gib(spare)} GiB) to spare`
-            : `does not fit: needs ${gb(Q.mul(spare, Q.int(-1n)))} GB (${gib(Q.mul(spare, Q.int(-1n)))} GiB) more` }),
+          text: fits ? `fits ${where}: ${both(minus(usable, total))} to spare` : `does not fit ${where}: needs ${both(minus(total, usable))} more` }),
         fitsAtPeak === null ? "" : el("span", { "data-json": "fits_at_peak", "data-value": String(fitsAtPeak),
-          text: fitsAtPeak ? "; fits at the step's peak" : "; not at the step's peak" }));
+          text: fits ? atPeak : "" }));
     }
     const bar = $("bar");
     const scale = usable !== null && Q.gt(usable, total) ? usable : total;
@@ -527,7 +539,14 @@
     syncControls();
     render();
     timings.firstRender = performance.now();
-    window.addEventListener("hashchange", () => { readHash(); syncControls(); render(); });
+    window.addEventListener("hashchange", () => {
+      if (location.hash === "#" + currentHash) return;  // the page's own writing
+      readHash();
+      if (!(state.model in D.models)) state.model = Object.keys(D.models)[0];
+      if (state.gpu && !(state.gpu in D.gpus)) state.gpu = "";
+      syncControls();
+      render();
+    });
     document.body.dataset.ready = "true";
   }
 

@@ -357,3 +357,61 @@ def test_verdict_is_the_command_lines(page, model, gpu, sets):
     assert code == 0
     line = next(ln for ln in out.splitlines() if ln.startswith(("fits ", "does not fit ")))
     assert page.inner_text("#verdict") == line
+
+
+def _served(pg) -> dict:
+    return pg.evaluate("""() => {
+        const out = {state: document.body.dataset.state};
+        for (const e of document.querySelectorAll('#serving [data-serve]')) out[e.dataset.serve] = e.dataset.value ?? e.textContent;
+        return out;
+    }""")
+
+
+#: the engines' own knobs, as a user of each would set them (and some values they refuse)
+SERVE_POOLS = {
+    "vllm": {"gpu_memory_utilization": ["0.8", "0.9", "0.95", "1.5"], "max_num_seqs": ["64", "256"],
+             "block_size": ["16", "32"], "enforce_eager": ["true", "false"], "kv_dtype": ["auto", "fp8_e4m3"]},
+    "sglang": {"mem_fraction_static": ["0.8", "0.88"], "page_size": ["1", "16"], "kv_dtype": ["auto", "fp8_e4m3"]},
+    "trtllm": {"free_gpu_memory_fraction": ["0.85", "0.9"], "tokens_per_block": ["32", "64"],
+               "kv_dtype": ["auto", "fp8_e4m3"]},
+}
+
+
+def test_serve_matches_memform_serve_json(page):
+    """The serving workload: every figure of ``memform serve --engine E --json`` (the engine's
+    breakdown, blocks, tokens, concurrency and the rest, as JSON numbers), whether one request
+    fits, and a refusal exactly where the command line refuses."""
+    rng = random.Random(4242)
+    compiled = _compiled()
+    models = sorted(name for kind, name in compiled["presets"] if kind == "model")
+    gpus = ["h100-80g", "a100-80g", "h200", "l40s", "rtx4090"]
+    outcomes = []
+    for _ in range(40):
+        engine = rng.choice(sorted(SERVE_POOLS))
+        model, gpu = rng.choice(models), rng.choice([g for g in gpus if ("gpu", g) in compiled["presets"]])
+        knobs = SERVE_POOLS[engine]
+        sets = [(n, rng.choice(knobs[n])) for n in rng.sample(sorted(knobs), rng.randint(0, 2))]
+        sets += [("tp", rng.choice(["1", "2", "4", "8"]))] if rng.random() < 0.6 else []
+        sets += [("seq_len", rng.choice(["4096", "8192", "32768"]))] if rng.random() < 0.5 else []
+        sets = [(n, v) for n, v in sets if n in compiled["inputs"] or n in compiled["options"]]
+        _drive(page, model, gpu, sets)
+        page.select_option("#workload", engine)
+        shown = _served(page)
+        argv = ["serve", model, "--engine", engine, "--gpu", gpu, "--json"]
+        for name, value in sets:
+            argv += ["--set", f"{name}={value}"]
+        code, out, err = run(*argv)
+        where = " ".join(argv)
+        if code == 2:
+            assert shown["state"] == "error", f"{where}: refused ({out.strip()[:300]}), the page answers"
+            outcomes.append("error")
+            continue
+        assert shown["state"] == "ok", f"{where}: the page refuses"
+        data = json.loads(out)
+        expected = {"max_model_len": json.dumps(data["max_model_len"]),
+                    **{f"rules.{n}": json.dumps(v) for n, v in data["rules"].items()},
+                    "fits": "true" if code == 0 else "false"}
+        assert {k: v for k, v in shown.items() if k != "state"} == expected, where
+        outcomes.append("ok" if code == 0 else "does not fit")
+    assert outcomes.count("ok") >= 15 and outcomes.count("error") >= 2, outcomes
+    page.select_option("#workload", "")

@@ -209,6 +209,40 @@ def _setting(value) -> str:
     return f"{float(value):g}" if getattr(value, "q", 1) != 1 else str(value)
 
 
+@dataclass(frozen=True)
+class Refused:
+    """A model an engine is not modelled for: ``engine`` (None: any) refuses where rule
+    ``rule`` compares with ``value`` by ``op`` ("==" or ">").  Data, so that the calculator page
+    (``memform web``) refuses what ``memform serve`` refuses."""
+
+    engine: str | None
+    rule: str
+    op: str
+    value: int
+    message: str
+    hint: str
+
+    def applies(self, engine: str, value) -> bool:
+        return (self.engine in (None, engine)) and (value == self.value if self.op == "==" else value > self.value)
+
+
+REFUSED = (
+    Refused("trtllm", "linear_attention_layers", ">", 0,
+            "--engine {engine}: the recurrent state of linear-attention (Mamba2, gated DeltaNet) "
+            "layers is modelled for vLLM and SGLang only so far", "memform serve MODEL --engine vllm|sglang"),
+    # vllm-project/vllm PR 24907 (merged 2025-09-15) removed every encoder-decoder model but
+    # Whisper, Mllama among them; SGLang's and TensorRT-LLM's cross-attention pools are not read
+    Refused(None, "cross_attention_layers", ">", 0,
+            "--engine {engine}: the pools of cross-attention layers (Llama 3.2 Vision) are not "
+            "modelled (vLLM has served no Mllama since v0.11: PR 24907 removed it)",
+            "memform estimate MODEL --set mode=infer sizes transformers' cache, image states "
+            "included (images_per_sequence)"),
+    Refused("sglang", "attention_layers", "==", 0,
+            "--engine {engine}: a model without attention layers has no KV pool to size",
+            "memform serve MODEL --engine vllm"),
+)
+
+
 def serving_scenario(scenario: Scenario, engine: str = "vllm", explicit=frozenset()) -> Scenario:
     """``scenario`` as the engine runs it: inference, and unless ``seq_len`` is among the
     ``explicit`` settings, the model's whole context as max_model_len (vLLM's default is the
@@ -218,20 +252,9 @@ def serving_scenario(scenario: Scenario, engine: str = "vllm", explicit=frozense
     if scenario.values.get("mode") == "train" and "mode" in explicit:
         raise UsageError("memform serve models inference: mode=train does not apply",
                          hint="drop --set mode=train, or use 'memform estimate' for training")
-    if engine == "trtllm" and scenario.evaluate("linear_attention_layers") > 0:
-        raise UsageError(f"--engine {engine}: the recurrent state of linear-attention (Mamba2, gated DeltaNet) "
-                         "layers is modelled for vLLM and SGLang only so far",
-                         hint="memform serve MODEL --engine vllm|sglang")
-    if scenario.evaluate("cross_attention_layers") > 0:
-        # vllm-project/vllm PR 24907 (merged 2025-09-15) removed every encoder-decoder model but
-        # Whisper, Mllama among them; SGLang's and TensorRT-LLM's cross-attention pools are not read
-        raise UsageError(f"--engine {engine}: the pools of cross-attention layers (Llama 3.2 Vision) are not "
-                         "modelled (vLLM has served no Mllama since v0.11: PR 24907 removed it)",
-                         hint="memform estimate MODEL --set mode=infer sizes transformers' cache, image states "
-                              "included (images_per_sequence)")
-    if engine == "sglang" and scenario.evaluate("attention_layers") == 0:
-        raise UsageError("--engine sglang: a model without attention layers has no KV pool to size",
-                         hint="memform serve MODEL --engine vllm")
+    for refused in REFUSED:
+        if refused.engine in (None, engine) and refused.applies(engine, scenario.evaluate(refused.rule)):
+            raise UsageError(refused.message.format(engine=engine), hint=refused.hint)
     values = {"mode": "infer", "serving_engine": engine}
     if "seq_len" not in explicit:
         values["seq_len"] = scenario.evaluate("max_position_embeddings")

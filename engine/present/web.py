@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ..answers.report import MAX_FIGURE
 from ..answers.search import UPPER
+from ..answers.serve import ENGINES, REFUSED
 from ..compile import codegen
 from ..lang.constants import MAX_VALUE
 from ..compile.outline import EXTRA, FIT_RULE, PEAK_FIGURES, SIZES, TOP_LEVEL
@@ -75,8 +76,17 @@ def outputs(compiled: dict) -> list[str]:
     """The rules the page computes: what ``memform estimate`` reports and checks."""
     rules = compiled["rules"]
     wanted = [*TOP_LEVEL, *compiled["components"], *(n for n, _, _ in EXTRA), FIT_RULE, *SIZES,
-              *(n for names in DIVIDES.values() for n in names)]
+              *(n for names in DIVIDES.values() for n in names), *serve_rules()]
     return [n for n in dict.fromkeys(wanted) if n in rules]
+
+
+def serve_rules() -> list[str]:
+    """What ``memform serve`` evaluates for any engine: each engine's figures and the rules
+    that decide what it refuses."""
+    names = [r.rule for r in REFUSED]
+    for spec in ENGINES.values():
+        names += [n for n, _ in spec.breakdown + spec.counts] + [n for _, n in spec.header] + list(spec.extra)
+    return names
 
 
 def program(compiled: dict) -> tuple[str, list[str], list[str], int]:
@@ -146,6 +156,12 @@ def data(lib, compiled: dict, names: list[str], varying: list[str]) -> dict:
         "docs": {n: rules[n].doc for n in names if n in rules},
         "statistic": dict(PEAK_FIGURES),
         "searchUpper": UPPER,
+        "engines": {name: {"breakdown": [list(x) for x in e.breakdown], "counts": [list(x) for x in e.counts],
+                           "tokens": e.tokens, "concurrency": e.concurrency, "header": [list(x) for x in e.header],
+                           "extra": list(e.extra), "advice": e.advice, "startup": list(e.startup),
+                           "servesOne": list(e.serves_one), "longest": e.longest}
+                    for name, e in ENGINES.items()},
+        "refused": [[r.engine, r.rule, r.op, r.value, r.message] for r in REFUSED],
     }
 
 

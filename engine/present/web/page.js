@@ -135,6 +135,21 @@
     while (Q.lt(mantissa, Q.int(1n))) { mantissa = Q.mul(mantissa, Q.int(10n)); exp -= 1; }
     return `${sign}${fixed(toDouble(mantissa), places)}e${exp < 0 ? "-" : "+"}${Math.abs(exp)}`;
   }
+  function pyRepr(x) {  // Python's repr of a float (json.dumps): the shortest digits, its exponent rule
+    const [mant, expText] = x.toExponential().split("e");
+    const exp = parseInt(expText, 10);
+    const digits = mant.replace("-", "").replace(".", "");
+    const sign = x < 0 ? "-" : "";
+    if (exp < -4 || exp >= 16) {
+      return `${sign}${digits[0]}${digits.length > 1 ? "." + digits.slice(1) : ""}e${exp < 0 ? "-" : "+"}${String(Math.abs(exp)).padStart(2, "0")}`;
+    }
+    if (exp >= digits.length - 1) return sign + digits + "0".repeat(exp - digits.length + 1) + ".0";
+    if (exp >= 0) return sign + digits.slice(0, exp + 1) + "." + digits.slice(exp + 1);
+    return sign + "0." + "0".repeat(-exp - 1) + digits;
+  }
+  // report.json_number: an int when whole, else a float
+  const jsonNumber = (q) => (Math.max(bits(q.n), bits(q.d)) > 256 ? scaled(q, 1n, 6)
+    : q.d === 1n ? q.n.toString() : pyRepr(toDouble(q)));
   const gb = (q) => scaled(q, 10n ** 9n, 2);
   const gib = (q) => scaled(q, 1n << 30n, 2);
   const bytesText = (q) => scaled(Q.int(ceilBig(q)), 1n, 0);
@@ -286,6 +301,66 @@
              capacity: values.capacity };
   }
 
+  // ------------------------------------------------------------------ serve
+  // engine/answers/serve.py: the scenario as the engine runs it, then its figures
+  function serving(state) {
+    const E = state.serve, spec = D.engines[E];
+    const { values, errors } = scenario(state);
+    if (errors.length) return { error: errors.join("\n") };
+    if (!("capacity" in values)) return { error: "serve needs the device's memory: choose a GPU preset, or give capacity" };
+    let out;
+    try { out = program(...argsOf(values)); } catch (err) { return { error: failure(err) }; }
+    const problems = broken(values, layoutSize(values, out));
+    if (problems.length) return { error: "impossible layout: " + problems.join("; ") };
+    if (values.mode === "train" && "mode" in state.sets) return { error: "memform serve models inference: mode=train does not apply" };
+    for (const [engine, rule, op, value, message] of D.refused) {
+      if (engine !== null && engine !== E) continue;
+      const x = out[OUT_INDEX[rule]], v = Q.int(BigInt(value));
+      if (op === "==" ? Q.eq(x, v) : Q.gt(x, v)) return { error: message.replaceAll("{engine}", E) };
+    }
+    const served = { ...values, mode: "infer", serving_engine: E };
+    if (!("seq_len" in state.sets)) served.seq_len = values.max_position_embeddings;
+    try { out = program(...argsOf(served)); } catch (err) { return { error: failure(err) }; }
+    const names = [...new Set([...spec.breakdown.map(([n]) => n), ...spec.counts.map(([n]) => n),
+      ...spec.header.map(([, n]) => n).filter((n) => n in OUT_INDEX), ...spec.extra])];
+    // an engine's figures are rules, and a few inputs (block_size) read as the scenario has them
+    const rules = Object.fromEntries(names.map((n) => [n, n in OUT_INDEX ? out[OUT_INDEX[n]] : served[n]]));
+    const starts = !spec.startup.length || Q.le(rules[spec.startup[0]], rules[spec.startup[1]]);
+    let fits;
+    if (spec.servesOne.length) {
+      const [memory, need] = spec.servesOne.map((n) => rules[n]);
+      fits = starts && Q.gt(memory, ZERO) && Q.le(need, memory);
+    } else {
+      fits = starts && Q.ge(rules[spec.longest || spec.tokens], served.seq_len);
+    }
+    return { engine: E, spec, values: served, rules, starts, fits };
+  }
+
+  function renderServe(result) {
+    const { spec, rules, values } = result;
+    const rows = spec.breakdown.map(([name, label]) => el("tr", {},
+      el("th", { scope: "row", title: name, text: label }),
+      el("td", { class: "num", text: bytesText(rules[name]) }), el("td", { class: "num", text: gb(rules[name]) }),
+      el("td", { class: "num", text: gib(rules[name]) })));
+    const counts = spec.counts.map(([name, label]) => el("tr", {},
+      el("th", { scope: "row", title: name, text: label }),
+      el("td", { class: "num", colspan: "3", text: name === spec.concurrency ? fixed(toDouble(rules[name]), 2) + "x" : scaled(rules[name], 1n, 0) })));
+    const json = [["max_model_len", values.seq_len], ...Object.entries(rules)].map(([name, q]) => el("tr", {},
+      el("th", { scope: "row" }, el("code", { text: name })),
+      el("td", { class: "num", "data-serve": name === "max_model_len" ? name : "rules." + name, text: jsonNumber(q) })));
+    const lines = [`GPU KV cache size: ${scaled(rules[spec.tokens], 1n, 0)} tokens; maximum concurrency for ` +
+      `${scaled(values.seq_len, 1n, 0)} tokens per request: ${fixed(toDouble(rules[spec.concurrency]), 2)}x`];
+    if (!result.starts) lines.push(`does not start: its budget ${gib(rules[spec.startup[0]])} GiB is more than the ${gib(rules[spec.startup[1]])} GiB free at startup; gpu_memory_utilization can be at most ${fixed(toDouble(rules[spec.startup[2]]), 3)}`);
+    else if (!result.fits) lines.push(`does not serve one request of ${scaled(values.seq_len, 1n, 0)} tokens: ${spec.advice}`);
+    $("serving").replaceChildren(
+      el("p", { id: "serve-verdict", "data-serve": "fits", "data-value": String(result.fits), class: result.fits ? "fits" : "over", text: lines.join("\n") }),
+      el("table", {}, el("caption", { text: `${result.engine}: the startup breakdown per GPU, as its log prints it` }),
+        el("thead", {}, el("tr", {}, ...["per GPU", "bytes", "GB", "GiB"].map((h) => el("th", { scope: "col", text: h })))),
+        el("tbody", {}, ...rows, ...counts)),
+      el("details", {}, el("summary", { text: "every figure, as memform serve --json gives it" }),
+        el("table", {}, el("tbody", {}, ...json))));
+  }
+
   function estimate(state) {
     const { values, errors } = scenario(state);
     if (errors.length) return { error: errors.join("\n") };
@@ -329,7 +404,7 @@
     return node;
   }
 
-  const state = { model: Object.keys(D.models)[0], gpu: "", sets: {} };
+  const state = { model: Object.keys(D.models)[0], gpu: "", serve: "", sets: {} };
   const controls = {};
 
   function readHash() {
@@ -337,9 +412,11 @@
     const sets = {};
     state.model = Object.keys(D.models)[0];
     state.gpu = "";
+    state.serve = "";
     for (const [k, v] of params) {
       if (k === "model") state.model = v;
       else if (k === "gpu") state.gpu = v;
+      else if (k === "serve") state.serve = v in D.engines ? v : "";
       else sets[k] = v;
     }
     state.sets = sets;
@@ -349,6 +426,7 @@
     const params = new URLSearchParams();
     params.set("model", state.model);
     if (state.gpu) params.set("gpu", state.gpu);
+    if (state.serve) params.set("serve", state.serve);
     for (const [k, v] of Object.entries(state.sets)) params.set(k, v);
     currentHash = params.toString();
     history.replaceState(null, "", "#" + currentHash);
@@ -390,6 +468,10 @@
     gpu.append(el("option", { value: "", text: "(none)" }));
     for (const name of Object.keys(D.gpus)) gpu.append(el("option", { value: name, text: name }));
     model.addEventListener("change", () => { state.model = model.value; update(true); });
+    const workload = $("workload");
+    workload.append(el("option", { value: "", text: "one step: memform estimate" }));
+    for (const name of Object.keys(D.engines)) workload.append(el("option", { value: name, text: `serve with ${name}: memform serve` }));
+    workload.addEventListener("change", () => { state.serve = workload.value; update(true); });
     gpu.addEventListener("change", () => { state.gpu = gpu.value; update(true); });
     $("reset").addEventListener("click", () => { state.sets = {}; update(true); });
     for (const button of document.querySelectorAll("button[data-direction]")) {
@@ -413,6 +495,7 @@
   function syncControls() {
     $("model").value = state.model;
     $("gpu").value = state.gpu;
+    $("workload").value = state.serve;
     const { values } = scenario({ ...state, sets: {} });
     for (const [name, { field, label }] of Object.entries(controls)) {
       const set = Object.prototype.hasOwnProperty.call(state.sets, name);
@@ -433,15 +516,19 @@
   }
 
   function render() {
-    const result = estimate(state);
+    const serve = !!state.serve;
+    $("serving").hidden = !serve;
+    $("estimate").hidden = serve;
+    const result = serve ? serving(state) : estimate(state);
     const v = result.values;
-    $("title").textContent = `${state.model}${state.gpu ? " on " + state.gpu : ""}`;
+    $("title").textContent = `${state.model}${state.gpu ? " on " + state.gpu : ""}${serve ? ", served with " + state.serve : ""}`;
     const error = $("error"), answer = $("answer");
     if (result.error) {
       error.textContent = result.error;
       error.hidden = false;
       answer.hidden = true;
       for (const node of answer.querySelectorAll("[data-json]")) node.removeAttribute("data-json");
+      $("serving").replaceChildren();
       document.body.dataset.state = "error";
       return;
     }
@@ -449,6 +536,7 @@
     error.textContent = "";
     answer.hidden = false;
     document.body.dataset.state = "ok";
+    if (serve) { renderServe(result); return; }
     const total = result.rules.total;
     const share = (x) => (total.n === 0n ? "-" : fixed(100 * toDouble(Q.mul(x, Q.pow(total, -1))), 1) + " %");
     const body = $("breakdown").tBodies[0], foot = $("breakdown").tFoot;

@@ -100,7 +100,10 @@ def _open(browser, url: str):
     errors = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
     pg.goto(url)
-    pg.wait_for_selector("body[data-ready=true]", timeout=30_000)
+    try:
+        pg.wait_for_selector("body[data-ready=true]", timeout=30_000)
+    except Exception:
+        raise AssertionError(f"the page did not start: {errors}") from None
     pg.errors = errors
     return pg
 
@@ -234,7 +237,7 @@ def _configurations(n: int, seed: int):
         yield rng.choice(models), gpu, [(name, _random_value(rng, name, compiled)) for name in names]
 
 
-def test_two_hundred_configurations_match_estimate_json(page):
+def test_two_hundred_configurations_match_estimate_json(page, browser, site):
     """Issue 17's acceptance: 200 random configurations through the form, every figure on the
     page equal to ``memform estimate --json``'s (and the page refusing what it refuses)."""
     outcomes = []
@@ -247,7 +250,12 @@ def test_two_hundred_configurations_match_estimate_json(page):
     assert outcomes.count("ok") >= 100 and outcomes.count("error") >= 10, outcomes
     timings = page.evaluate("window.memformTimings")
     updates = sorted(timings["updates"])
-    report = {"first_render_ms": round(timings["firstRender"], 1),
+    firsts = []
+    for _ in range(5):  # the first render of a fresh load, from the start of navigation
+        fresh = _open(browser, (site / "index.html").as_uri() + "#model=llama2-7b&gpu=h100-80g")
+        firsts.append(fresh.evaluate("window.memformTimings.firstRender"))
+        fresh.close()
+    report = {"first_render_ms": round(sorted(firsts)[2], 1),
               "update_median_ms": round(updates[len(updates) // 2], 2),
               "update_p95_ms": round(updates[int(len(updates) * 0.95)], 2), "updates": len(updates)}
     print("memform web timings:", json.dumps(report))

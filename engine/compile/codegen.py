@@ -698,6 +698,39 @@ class JavaScript(Backend):
     def returns(self, v): return f"return {v};"
 
 
+class JavaScriptOnDemand(JavaScript):
+    """JavaScript whose steps are computed on demand: each slot a memoised thunk
+    (``Q.once``) holding its own temporaries, each output a thunk too.  The program returns
+    the thunks; a caller computes only the outputs it reads, so a rule it does not need
+    (one engine's figure, when another serves) cannot stop it, as the exact Python path
+    computes only the rules asked for.  (The calculator page, ``memform web``.)"""
+
+    def slot(self, i: int) -> str:
+        return f"s{i}()"
+
+    def source(self, steps: list, outputs: list, n_params: int, labels: dict | None = None) -> str:
+        self._n_params = n_params
+        self._defs = []
+        steps = live(steps, outputs)
+        ind, inner = self.indent_unit, self.indent_unit * 2
+        body: list[str] = []
+        for i, t in steps:
+            local: list[str] = []
+            text = self.expr(t, local, inner)
+            label = f"  {self.comment} {labels[i]}" if labels and i in labels else ""
+            if local:
+                body += [f"{ind}const s{i} = Q.once(() => {{{label}", *local, f"{inner}return {text};", f"{ind}}});"]
+            else:
+                body.append(f"{ind}const s{i} = Q.once(() => {text});{label}")
+        outs = []
+        for t in outputs:
+            local = []
+            text = self.expr(t, local, inner)
+            outs.append(f"() => {{ {' '.join(line.strip() for line in local)} return {text}; }}" if local
+                        else f"() => {text}")
+        return "\n".join(self.function([self.param(i) for i in range(n_params)], self._defs + body, outs)) + "\n"
+
+
 def _js_string(value) -> str:
     """``value`` (a string, a list or dict of them) as a JavaScript literal that is safe
     inside an HTML script element."""
@@ -737,6 +770,7 @@ const Q = (() => {
     floor, ceil,
     fail: (message) => { throw new Error("cannot evaluate exactly: " + message); },
     text: (a) => (a.d === 1n ? a.n.toString() : a.n.toString() + "/" + a.d.toString()),
+    once: (f) => { let done = false, v; return () => { if (!done) { v = f(); done = true; } return v; }; },
   };
 })();
 """

@@ -6,7 +6,9 @@ host.  Everything it computes comes from the library:
 
 - the arithmetic is the residual program of the compiled library with every input and option
   varying (:class:`engine.compile.codegen.Specialiser`), printed by the compiler's JavaScript
-  backend (exact rationals over BigInt); a rule that a preset pins (a model's
+  backend (exact rationals over BigInt), each step computed when first read
+  (:class:`engine.compile.codegen.JavaScriptOnDemand`: the page reads only the figures the
+  command line computes, so a rule it does not ask for cannot stop it); a rule that a preset pins (a model's
   ``num_key_value_heads``) takes a pin flag and a value of its own, so one program serves
   every preset;
 - the form is generated from the declarations (domains, choices, defaults, descriptions as
@@ -99,7 +101,7 @@ def program(compiled: dict) -> tuple[str, list[str], list[str], int]:
     names = outputs(compiled)
     top = dict(spec.top)
     trees = [spec.rule(n, top, frozenset()) for n in names]
-    source = codegen.JavaScript().source(spec.steps, trees, len(varying), spec.labels)
+    source = codegen.JavaScriptOnDemand().source(spec.steps, trees, len(varying), spec.labels)
     return source, list(varying), names, len(spec.steps)
 
 

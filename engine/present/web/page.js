@@ -218,9 +218,20 @@
   }
 
   const failure = (err) => (err.message.startsWith("division by zero") ? "a rule divides by zero for these values" : err.message);
+  // what the exact arithmetic refuses (a division by zero, a branch no condition selects, a
+  // number too large for BigInt) is the answer's error; anything else is the page's own bug
+  const refused = (err) => err instanceof RangeError || /^(division by zero|cannot evaluate exactly)/.test(err.message);
+  const guarded = (fn) => (...a) => {
+    try { return fn(...a); } catch (err) { if (!refused(err)) throw err; return { error: failure(err) }; }
+  };
+  // the program's outputs by name, each computed when first read (and only then)
+  function run(values) {
+    const out = program(...argsOf(values));
+    return (n) => out[OUT_INDEX[n]]();
+  }
 
   function layoutSize(values, out) {
-    return (n) => (n in values && !PINNABLE.has(n) ? values[n] : n in OUT_INDEX ? out[OUT_INDEX[n]] : undefined);
+    return (n) => (n in values && !PINNABLE.has(n) ? values[n] : n in OUT_INDEX ? out(n) : undefined);
   }
 
   // ------------------------------------------------------------------ solve
@@ -244,27 +255,26 @@
     return [b, b > iLo ? b - 1 : null];
   }
 
-  function solve(state, direction, unknown, target = "total") {
+  const solve = guarded((state, direction, unknown, target = "total") => {
     const { values, errors } = scenario(state);
     if (errors.length) return { error: errors.join("\n") };
     if (!("capacity" in values)) return { error: "solve needs a capacity: choose a GPU preset, or give capacity" };
     const decl = D.inputs[unknown];
-    let base;
-    try { base = program(...argsOf(values)); } catch (err) { return { error: failure(err) }; }
+    const base = run(values);
     const problems = broken(values, layoutSize(values, base));
     if (problems.length) return { error: "impossible layout: " + problems.join("; ") };
-    const usable = base[OUT_INDEX[D.fitRule]];
+    const usable = base(D.fitRule);
     if (Q.le(usable, ZERO)) return { error: `'${D.fitRule}' is not above zero: the capacity is not above what the driver reserves` };
     const memo = new Map();
     const at = (x) => {
-      if (!memo.has(x)) memo.set(x, program(...argsOf({ ...values, [unknown]: Q.int(BigInt(x)) }))[OUT_INDEX[target]]);
+      if (!memo.has(x)) memo.set(x, run({ ...values, [unknown]: Q.int(BigInt(x)) })(target));
       return memo.get(x);
     };
     const lo = decl.lower === null ? 1 : Math.max(1, Number(Q.ceil(exact(decl.lower)).n));
     const iLo = lo, iHi = Math.max(lo, D.searchUpper);
     const fits = (x) => Q.le(at(x), usable);
     let value, next;
-    try {
+    {
       const divisors = (D.divides[unknown] || []).map((n) => [n, layoutSize(values, base)(n)]);
       if (divisors.length) {  // finitely many candidates, each evaluated
         let limit = D.searchUpper;
@@ -296,35 +306,34 @@
         if (!fits(edge)) return { error: `does not fit ${increasing ? "even at " + unknown + "=" + edge : "for any " + unknown + " up to " + edge}: ${target} needs ${gb(at(edge))} GB > usable memory ${gb(usable)} GB` };
         [value, next] = bisect(fits, direction, iLo, iHi);
       }
-    } catch (err) { return { error: failure(err) }; }
+    }
     return { unknown, direction, value, next, bytesAt: at(value), bytesNext: next === null ? null : at(next), usable,
              capacity: values.capacity };
-  }
+  });
 
   // ------------------------------------------------------------------ serve
   // engine/answers/serve.py: the scenario as the engine runs it, then its figures
-  function serving(state) {
+  const serving = guarded((state) => {
     const E = state.serve, spec = D.engines[E];
     const { values, errors } = scenario(state);
     if (errors.length) return { error: errors.join("\n") };
     if (!("capacity" in values)) return { error: "serve needs the device's memory: choose a GPU preset, or give capacity" };
-    let out;
-    try { out = program(...argsOf(values)); } catch (err) { return { error: failure(err) }; }
+    let out = run(values);
     const problems = broken(values, layoutSize(values, out));
     if (problems.length) return { error: "impossible layout: " + problems.join("; ") };
     if (values.mode === "train" && "mode" in state.sets) return { error: "memform serve models inference: mode=train does not apply" };
     for (const [engine, rule, op, value, message] of D.refused) {
       if (engine !== null && engine !== E) continue;
-      const x = out[OUT_INDEX[rule]], v = Q.int(BigInt(value));
+      const x = out(rule), v = Q.int(BigInt(value));
       if (op === "==" ? Q.eq(x, v) : Q.gt(x, v)) return { error: message.replaceAll("{engine}", E) };
     }
     const served = { ...values, mode: "infer", serving_engine: E };
     if (!("seq_len" in state.sets)) served.seq_len = values.max_position_embeddings;
-    try { out = program(...argsOf(served)); } catch (err) { return { error: failure(err) }; }
+    out = run(served);
     const names = [...new Set([...spec.breakdown.map(([n]) => n), ...spec.counts.map(([n]) => n),
       ...spec.header.map(([, n]) => n).filter((n) => n in OUT_INDEX), ...spec.extra])];
     // an engine's figures are rules, and a few inputs (block_size) read as the scenario has them
-    const rules = Object.fromEntries(names.map((n) => [n, n in OUT_INDEX ? out[OUT_INDEX[n]] : served[n]]));
+    const rules = Object.fromEntries(names.map((n) => [n, n in OUT_INDEX ? out(n) : served[n]]));
     const starts = !spec.startup.length || Q.le(rules[spec.startup[0]], rules[spec.startup[1]]);
     let fits;
     if (spec.servesOne.length) {
@@ -334,7 +343,7 @@
       fits = starts && Q.ge(rules[spec.longest || spec.tokens], served.seq_len);
     }
     return { engine: E, spec, values: served, rules, starts, fits };
-  }
+  });
 
   function renderServe(result) {
     const { spec, rules, values } = result;
@@ -361,10 +370,9 @@
         el("table", {}, el("tbody", {}, ...json))));
   }
 
-  function estimate(state) {
+  const estimate = guarded((state) => {
     const { values, errors } = scenario(state);
     if (errors.length) return { error: errors.join("\n") };
-    const args = argsOf(values);
     const fit = "capacity" in values && D.fitRule in OUT_INDEX;
     const names = [...D.topLevel, ...extraRules(values, ruleNames)];
     const wanted = [...names, ...D.components, ...(fit ? [D.fitRule] : [])];
@@ -372,10 +380,9 @@
       const missing = (D.needs[name] || []).filter((n) => !(n in values));
       if (missing.length) return { error: `'${missing[0]}' has no value: give one, or a GPU preset that sets it` };
     }
-    let out;
-    try { out = program(...args); } catch (err) { return { error: failure(err) }; }
-    const value = (n) => out[OUT_INDEX[n]];
-    const problems = broken(values, layoutSize(values, out));
+    const value = run(values);
+    for (const n of [...wanted, ...D.sizes.filter((n) => n in OUT_INDEX)]) value(n);  // as the command line computes them
+    const problems = broken(values, layoutSize(values, value));
     if (problems.length) return { error: "impossible layout: " + problems.join("; ") };
     const rules = Object.fromEntries(names.map((n) => [n, value(n)]));
     const components = Object.fromEntries(D.components.map((n) => [n, value(n)]));
@@ -391,7 +398,7 @@
       return { error: `'${D.fitRule}' comes out at ${bytesText(usable)} bytes: the capacity is not above what the driver reserves (driver_reserved)` };
     }
     return { values, rules, components, usable };
-  }
+  });
 
   // ------------------------------------------------------------------ the page
   const $ = (id) => document.getElementById(id);
@@ -605,7 +612,7 @@
         `: `, el("span", { "data-solve": key + "_bytes", text: bytesText(bytes) }), ` bytes (${gb(bytes)} GB, ${gib(bytes)} GiB) ${rel} usable memory ${gib(r.usable)} GiB`);
       box.replaceChildren(
         el("p", {}, el("strong", { text: `${direction} ${unknown} = ` }), el("strong", { "data-solve": "value", text: String(r.value) }),
-          ` (total <= usable_memory; exact search over the same program)`),
+          ` (total <= ${D.fitRule}; exact search over the same program)`),
         el("ul", {}, line(r.value, r.bytesAt, "<=", "at"), ...(r.next === null ? [] : [line(r.next, r.bytesNext, ">", "next")])));
     }
     timings.solves.push(performance.now() - start);

@@ -151,9 +151,9 @@ def _drive(pg, model: str, gpu: str | None, sets: list[tuple[str, str]]) -> None
     pg.select_option("#gpu", gpu or "")
     for name, value in sets:
         field = f"#c-{name}"
-        if pg.evaluate("(id) => { const d = document.querySelector(id).closest('details'); return !!d && !d.open; }",
-                       field):
-            pg.click(f"details:has({field}) > summary")  # open the group, as a user would
+        group = f'details[data-controls~="{name}"]'
+        if pg.evaluate("(sel) => { const d = document.querySelector(sel); return !!d && !d.open; }", group):
+            pg.click(f"{group} > summary")  # open the group, as a user would
         if pg.evaluate("(id) => document.querySelector(id).tagName", field) == "SELECT":
             pg.select_option(field, value)
         else:
@@ -250,12 +250,14 @@ def test_two_hundred_configurations_match_estimate_json(page, browser, site):
     assert outcomes.count("ok") >= 100 and outcomes.count("error") >= 10, outcomes
     timings = page.evaluate("window.memformTimings")
     updates = sorted(timings["updates"])
-    firsts = []
+    firsts, own = [], []
     for _ in range(5):  # the first render of a fresh load, from the start of navigation
         fresh = _open(browser, (site / "index.html").as_uri() + "#model=llama2-7b&gpu=h100-80g")
-        firsts.append(fresh.evaluate("window.memformTimings.firstRender"))
+        first, start = fresh.evaluate("[window.memformTimings.firstRender, window.memformTimings.scriptStart]")
+        firsts.append(first)
+        own.append(first - start)  # the page's own work: from its script's start
         fresh.close()
-    report = {"first_render_ms": round(sorted(firsts)[2], 1),
+    report = {"first_render_ms": round(sorted(firsts)[2], 1), "own_work_ms": round(sorted(own)[2], 1),
               "update_median_ms": round(updates[len(updates) // 2], 2),
               "update_p95_ms": round(updates[int(len(updates) * 0.95)], 2), "updates": len(updates)}
     print("memform web timings:", json.dumps(report))

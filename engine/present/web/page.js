@@ -4,7 +4,7 @@
 // prints them.  No formula is written here: every byte count comes from program().
 (() => {
   const D = DATA;
-  const timings = { firstRender: null, updates: [], solves: [] };
+  const timings = { scriptStart: performance.now(), firstRender: null, updates: [], solves: [] };
   window.memformTimings = timings;
 
   // ------------------------------------------------------------------ exact numbers
@@ -493,18 +493,29 @@
       (groups[g] = groups[g] || []).push(name);
     }
     for (const g of Object.keys(groups).sort()) {
-      const set = el("fieldset", {}, el("legend", { text: `${g} (${groups[g].length})` }));
-      for (const name of groups[g]) set.append(...control(name));
-      $("groups").append(el("details", {}, el("summary", { text: `${g}: ${groups[g].length} settings` }), set));
+      // a group's controls are made when it is first opened (the page starts sooner)
+      const details = el("details", { "data-controls": groups[g].join(" ") },
+        el("summary", { text: `${g}: ${groups[g].length} settings` }));
+      const open = () => {
+        if (details.childElementCount > 1) return;
+        const set = el("fieldset", {}, el("legend", { text: `${g} (${groups[g].length})` }));
+        for (const name of groups[g]) set.append(...control(name));
+        details.append(set);
+        syncControls(groups[g]);
+      };
+      details.firstChild.addEventListener("click", open);  // before it opens (a click or the keyboard)
+      details.addEventListener("toggle", () => { if (details.open) open(); });
+      $("groups").append(details);
     }
   }
 
-  function syncControls() {
+  function syncControls(names) {
     $("model").value = state.model;
     $("gpu").value = state.gpu;
     $("workload").value = state.serve;
     const { values } = scenario({ ...state, sets: {} });
-    for (const [name, { field, label }] of Object.entries(controls)) {
+    for (const name of names || Object.keys(controls)) {
+      const { field, label } = controls[name];
       const set = Object.prototype.hasOwnProperty.call(state.sets, name);
       field.value = set ? state.sets[name] : shownValue(name, values);
       label.classList.toggle("set", set);

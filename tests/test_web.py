@@ -19,7 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.answers.report import gb, gib
+from types import SimpleNamespace
+
+from engine.answers import quick
+from engine.answers.report import gb, gib, scaled, whole_bytes
+from engine.compile.outline import ALWAYS_SHOWN_SIZE, SIZES
 from engine.cli import main
 from engine.compile.exact import Evaluator, _compiled
 
@@ -27,6 +31,8 @@ CHROMIUM = "/usr/bin/chromium"
 #: as the machine's notes have it: no sandbox as root, no background connections (refused here)
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
+#: what the page's formula column says where the command line needs sympy for it
+NOT_A_POLYNOMIAL = "(not a polynomial here: memform estimate prints it with sympy)"
 #: the page's weight limit (issue 17)
 MAX_PAGE_BYTES = 300_000
 
@@ -177,13 +183,34 @@ def _compare(pg, model, gpu, sets, lib_args=()):
     # GB and GiB as the command line formats the exact values
     if lib_args:
         return "ok"
+    # the formula column: the command line's, written out from the same trees (None where it
+    # is not a polynomial and sympy writes it)
+    pg.wait_for_selector("body[data-formulas=done]")
+    page_column = pg.evaluate("""() => Object.fromEntries(Array.from(document.querySelectorAll('[data-formula]'))
+        .map(e => [e.dataset.formula, e.textContent]))""")
+    compiled = _compiled()
+    values = quick._values(compiled, SimpleNamespace(model=model, gpu=gpu, capacity=None,
+                                                     sets=[f"{n}={v}" for n, v in sets]))
+    column = quick._column(compiled, values, {n: None for n in compiled["components"]})
+    if column is None:
+        assert set(page_column.values()) == {NOT_A_POLYNOMIAL}, f"{where}: the page writes {page_column}"
+    else:
+        assert page_column == column, where
+        shown["formulas"] = True
     rules = [r for r in shown["gb"] if r != "capacity"]
     exact = Evaluator(model, rules, gpu=gpu, values={n: _typed(n, v) for n, v in sets})()
     if "capacity" in shown["gb"]:
         exact["capacity"] = Fraction(data["capacity_bytes"])
     for rule in shown["gb"]:
         assert (shown["gb"][rule], shown["gib"][rule]) == (gb(exact[rule]), gib(exact[rule])), f"{where}: {rule}"
-    return "ok"
+    # the sizes under the table, as estimate prints them (the one always, the rest where a formula names them)
+    if column is not None:
+        sizes = Evaluator(model, [n for n in SIZES if n in compiled["rules"]], gpu=gpu,
+                          values={n: _typed(n, v) for n, v in sets})()
+        expected = [f"{n} = {scaled(whole_bytes(v), 1, 0)}" for n, v in sizes.items()
+                    if n == ALWAYS_SHOWN_SIZE or any(re.search(rf"\b{n}\b", f) for f in column.values())]
+        assert pg.evaluate("() => Array.from(document.querySelectorAll('[data-size]')).map(e => e.textContent)") == expected
+    return "ok" if shown.get("formulas") else "ok (formulas by sympy)"
 
 
 def _typed(name: str, text: str):
@@ -245,8 +272,9 @@ def test_two_hundred_configurations_match_estimate_json(page, browser, site):
         _drive(page, model, gpu, sets)
         outcomes.append(_compare(page, model, gpu, sets))
     assert not page.errors
-    # the draw covers both answers and refusals
-    print("outcomes", outcomes.count("ok"), outcomes.count("error"))
+    print("outcomes", {o: outcomes.count(o) for o in set(outcomes)})
+    # the draw covers answers with the formula column written out, answers whose column
+    # sympy writes, and refusals
     assert outcomes.count("ok") >= 100 and outcomes.count("error") >= 10, outcomes
     timings = page.evaluate("window.memformTimings")
     updates = sorted(timings["updates"])
@@ -259,7 +287,9 @@ def test_two_hundred_configurations_match_estimate_json(page, browser, site):
         fresh.close()
     report = {"first_render_ms": round(sorted(firsts)[2], 1), "own_work_ms": round(sorted(own)[2], 1),
               "update_median_ms": round(updates[len(updates) // 2], 2),
-              "update_p95_ms": round(updates[int(len(updates) * 0.95)], 2), "updates": len(updates)}
+              "update_p95_ms": round(updates[int(len(updates) * 0.95)], 2), "updates": len(updates),
+              "formula_column_median_ms": round(sorted(timings["formulas"])[len(timings["formulas"]) // 2], 2),
+              "formula_columns": len(timings["formulas"])}
     print("memform web timings:", json.dumps(report))
     if os.environ.get("MEMFORM_WEB_TIMINGS"):
         Path(os.environ["MEMFORM_WEB_TIMINGS"]).write_text(json.dumps(report) + "\n")

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 
-from ..compile.outline import PEAK_FIGURES, SIZES, check_usable
+from ..compile.outline import ALWAYS_SHOWN_SIZE, PEAK_FIGURES, SIZES, check_usable
 from ..errors import DomainError, printable
 
 #: the largest figure an estimate reports (bytes); beyond it the values given are not a real job
@@ -174,7 +174,7 @@ class Report:
         table.add_row("total", scaled(whole_bytes(total), 1, 0), gb(total), gib(total), "100.0 %", self.formulas["total"])
         console.print(table)
         for name in SIZES:  # n_params always; the others where a formula names them
-            if name in self.rules and (name == "n_params" or any(
+            if name in self.rules and (name == ALWAYS_SHOWN_SIZE or any(
                     re.search(rf"\b{name}\b", f) for f in self.formulas.values())):
                 console.print(f"{name} = {scaled(whole_bytes(self.rules[name]), 1, 0)}")
         rules = self.rules

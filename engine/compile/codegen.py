@@ -90,6 +90,10 @@ class Specialiser:
         self.memo: dict = {}
         self._reads: dict = {}
         self.labels: dict[int, str] = {}  # slot -> the rule it computes (comments of a module)
+        #: every rule a step of its own, though its value is a constant, an input or another
+        #: rule's (n_params is architecture_params): a runtime that keeps some rules as names
+        #: tells each rule apart (the calculator page's polynomials)
+        self.every_rule_a_step = False
 
     def _slot(self, t: tuple) -> tuple:
         self.steps.append((self.size, t))
@@ -107,7 +111,7 @@ class Specialiser:
         found = self.memo.get((key, name))
         if found is None:
             t = self.node(self.rules[name][2], env, key)
-            if t[0] not in ("c", "s"):
+            if t[0] not in ("c", "s") or (self.every_rule_a_step and t[0] != "!"):
                 t = self._slot(t)
                 self.labels[t[1]] = name
             found = self.memo[(key, name)] = t
@@ -214,8 +218,20 @@ class Specialiser:
             v = self.node(value, env, key)
             rebound[name] = v if known(v) else self._slot(v)
         new_key = frozenset((n, v) for n, v in rebound.items() if self.top.get(n) != v)
+        if self.every_rule_a_step and t[1] not in self.pins:
+            # the target as a step of its own, labelled apart: written out even where the
+            # runtime keeps the rule itself as a name (columns.Polynomials expands it so)
+            found = self.node(self.rules[t[1]][2], rebound, new_key)
+            if found[0] == "!":
+                return found
+            found = self._slot(found)
+            self.labels[found[1]] = AT + t[1]
+            return found
         return self.rule(t[1], rebound, new_key)
 
+
+#: how a step that computes the target of ``rule[name = value]`` is labelled (every_rule_a_step)
+AT = "@"
 
 #: the operations of a compiled tree that every backend computes; ("?", text) is none of them
 SUPPORTED = frozenset({"n", "b", "v", "r", "+", "*", "^", "if", "==", "!=", "<", "<=", ">", ">=", "and",
@@ -703,7 +719,11 @@ class JavaScriptOnDemand(JavaScript):
     (``Q.once``) holding its own temporaries, each output a thunk too.  The program returns
     the thunks; a caller computes only the outputs it reads, so a rule it does not need
     (one engine's figure, when another serves) cannot stop it, as the exact Python path
-    computes only the rules asked for.  (The calculator page, ``memform web``.)"""
+    computes only the rules asked for.  A step that computes a rule passes ``Q.once`` the rule's
+    index in :attr:`rule_names`: a runtime other than the exact one (the page's polynomials,
+    which keep some rules as names) can tell the rules apart (with
+    :attr:`Specialiser.every_rule_a_step`, each rule has a step).  (The calculator page,
+    ``memform web``.)"""
 
     def slot(self, i: int) -> str:
         return f"s{i}()"
@@ -711,17 +731,23 @@ class JavaScriptOnDemand(JavaScript):
     def source(self, steps: list, outputs: list, n_params: int, labels: dict | None = None) -> str:
         self._n_params = n_params
         self._defs = []
+        self.rule_names: list[str] = []
         steps = live(steps, outputs)
         ind, inner = self.indent_unit, self.indent_unit * 2
         body: list[str] = []
         for i, t in steps:
             local: list[str] = []
             text = self.expr(t, local, inner)
-            label = f"  {self.comment} {labels[i]}" if labels and i in labels else ""
+            rule = ""
+            if labels and i in labels:
+                self.rule_names.append(labels[i])
+                rule = f", {len(self.rule_names) - 1}"
+            comment = ""  # the rule's name is rule_names[index] (the page's weight: no comment per step)
             if local:
-                body += [f"{ind}const s{i} = Q.once(() => {{{label}", *local, f"{inner}return {text};", f"{ind}}});"]
+                body += [f"{ind}const s{i} = Q.once(() => {{{comment}", *local, f"{inner}return {text};",
+                         f"{ind}}}{rule});"]
             else:
-                body.append(f"{ind}const s{i} = Q.once(() => {text});{label}")
+                body.append(f"{ind}const s{i} = Q.once(() => {text}{rule});{comment}")
         outs = []
         for t in outputs:
             local = []

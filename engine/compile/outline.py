@@ -14,6 +14,8 @@ TOP_LEVEL = ("weights", "master", "grads", "optimizer_states", "model_states", "
 SHOWN_INPUTS = ("micro_batch", "seq_len")
 #: Sizes that stay as names in the formula column; each printed under the table where it appears.
 SIZES = ("n_params", "quantised_params", "tensors")
+#: The size printed under the table whether a formula names it or not.
+ALWAYS_SHOWN_SIZE = "n_params"
 #: Rules that stay as names in the formula column.
 OPAQUE_RULES = SIZES + TOP_LEVEL
 #: Rules that stay as names in the total's formula (the rest is inlined).

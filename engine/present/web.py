@@ -30,8 +30,10 @@ from ..answers.report import MAX_FIGURE
 from ..answers.search import UPPER
 from ..answers.serve import ENGINES, REFUSED
 from ..compile import codegen
-from ..lang.constants import MAX_VALUE
-from ..compile.outline import EXTRA, FIT_RULE, PEAK_FIGURES, SIZES, TOP_LEVEL
+from ..lang.constants import MAX_BITS, MAX_VALUE
+from ..compile.columns import MAX_DEGREE, MAX_TERMS
+from ..compile.outline import (ALWAYS_SHOWN_SIZE, EXTRA, FIT_RULE, OPAQUE_RULES, PEAK_FIGURES, SHOWN_INPUTS, SIZES, TOP_LEVEL,
+                               TOTAL_OPAQUE)
 from ..library.layout import DIVIDES
 from ..lang.units import BYTE_UNITS
 
@@ -91,18 +93,20 @@ def serve_rules() -> list[str]:
     return names
 
 
-def program(compiled: dict) -> tuple[str, list[str], list[str], int]:
+def program(compiled: dict) -> tuple[str, list[str], list[str], int, list[str]]:
     """The JavaScript program of the page: (source, its parameters' names, its outputs' names,
-    steps).  Parameters: every input, every option (its code), then a flag and a value for
+    steps, the rules its steps compute by index).  Parameters: every input, every option (its code), then a flag and a value for
     each rule a preset may pin."""
     pins = pinnable(compiled)
     varying = (*compiled["inputs"], *compiled["options"], *(p + n for n in pins for p in (PIN_FLAG, PIN_VALUE)))
     spec = codegen.Specialiser(_with_pins(compiled["rules"], pins), {}, tuple(varying), {})
+    spec.every_rule_a_step = True  # the formula column keeps some rules as names
     names = outputs(compiled)
     top = dict(spec.top)
     trees = [spec.rule(n, top, frozenset()) for n in names]
-    source = codegen.JavaScriptOnDemand().source(spec.steps, trees, len(varying), spec.labels)
-    return source, list(varying), names, len(spec.steps)
+    backend = codegen.JavaScriptOnDemand()
+    source = backend.source(spec.steps, trees, len(varying), spec.labels)
+    return source, list(varying), names, len(spec.steps), backend.rule_names
 
 
 def data(lib, compiled: dict, names: list[str], varying: list[str]) -> dict:
@@ -131,7 +135,7 @@ def data(lib, compiled: dict, names: list[str], varying: list[str]) -> dict:
     # no capacity) the output cannot be computed, as the command line says
     undefaulted = [n for n in compiled["inputs"] if n not in compiled["defaults"]]
     spec = codegen.Specialiser(compiled["rules"], {}, (), {})
-    needs = {n: [i for i in undefaulted if i in spec.reads(n)] for n in names}
+    needs = {n: found for n in names if (found := [i for i in undefaulted if i in spec.reads(n)])}
     rules = lib.rules
     return {
         "varying": varying,
@@ -149,15 +153,23 @@ def data(lib, compiled: dict, names: list[str], varying: list[str]) -> dict:
         "extraPresent": sorted({n for _, needs_, _ in EXTRA for n in needs_ if n in compiled["rules"]}),
         "fitRule": FIT_RULE,
         "sizes": list(SIZES),
+        "alwaysShownSize": ALWAYS_SHOWN_SIZE,
         "divides": {k: list(v) for k, v in DIVIDES.items()},
         "needs": needs,
         "units": {k: str(v) for k, v in BYTE_UNITS.items()},
         "maxValue": str(MAX_VALUE),
         "maxFigure": str(MAX_FIGURE),
         "primary": [n for n in PRIMARY if n in inputs or n in options],
-        "docs": {n: rules[n].doc for n in names if n in rules},
+        # the descriptions of the figures the estimate's tables show
+        "docs": {n: rules[n].doc for n in (*TOP_LEVEL, *compiled["components"], *(n for n, _, _ in EXTRA))
+                 if n in rules},
         "statistic": dict(PEAK_FIGURES),
         "searchUpper": UPPER,
+        # the formula column (engine/compile/columns.py): the names it keeps, its limits
+        "formula": {"keep": list(SHOWN_INPUTS), "opaque": list(OPAQUE_RULES), "totalOpaque": list(TOTAL_OPAQUE),
+                    "nonnegative": [n for n in SHOWN_INPUTS if n in compiled["inputs"]
+                                    and compiled["inputs"][n][2] is not None and compiled["inputs"][n][2] >= 0],
+                    "maxTerms": MAX_TERMS, "maxDegree": MAX_DEGREE, "maxBits": MAX_BITS},
         "engines": {name: {"breakdown": [list(x) for x in e.breakdown], "counts": [list(x) for x in e.counts],
                            "tokens": e.tokens, "concurrency": e.concurrency, "header": [list(x) for x in e.header],
                            "extra": list(e.extra), "advice": e.advice, "startup": list(e.startup),
@@ -174,7 +186,7 @@ def _script_json(value) -> str:
 
 def site(lib, compiled: dict, title: str = "memform") -> dict[str, str]:
     """The page's files, name -> text."""
-    source, varying, names, steps = program(compiled)
+    source, varying, names, steps, step_rules = program(compiled)
     page = (ASSETS / "page.js").read_text(encoding="utf-8")
     script = "\n".join([
         "// memform: the memory calculator, generated from the rules (memform web).",
@@ -182,8 +194,11 @@ def site(lib, compiled: dict, title: str = "memform") -> dict[str, str]:
         "// (the end of this file) reads DATA and holds no formula.",
         '"use strict";',
         codegen.JS_RUNTIME.strip(),
-        source,
-        f"const DATA = {_script_json(data(lib, compiled, names, varying))};",
+        # the program over any runtime with Q's operations: exact rationals for the figures,
+        # the page's polynomials for the formula column
+        "function makeProgram(Q) {", source, "return program;", "}",
+        "const program = makeProgram(Q);",
+        f"const DATA = {_script_json(dict(data(lib, compiled, names, varying), stepRules=step_rules))};",
         f"const STEPS = {steps};",
         page,
     ])

@@ -4,7 +4,7 @@
 // prints them.  No formula is written here: every byte count comes from program().
 (() => {
   const D = DATA;
-  const timings = { scriptStart: performance.now(), firstRender: null, updates: [], solves: [] };
+  const timings = { scriptStart: performance.now(), firstRender: null, updates: [], solves: [], formulas: [] };
   window.memformTimings = timings;
 
   // ------------------------------------------------------------------ exact numbers
@@ -153,6 +153,132 @@
   const gb = (q) => scaled(q, 10n ** 9n, 2);
   const gib = (q) => scaled(q, 1n << 30n, 2);
   const bytesText = (q) => scaled(Q.int(ceilBig(q)), 1n, 0);
+
+  // ------------------------------------------------------------------ the formula column
+  // engine/compile/columns.py's polynomials, as a runtime of the same program: each value a
+  // polynomial in the workload's names (micro_batch, seq_len) and the rules kept as names,
+  // with exact coefficients; anything that is not a polynomial (a condition or a max on a
+  // kept name, a division by a sum) declines, as there (the command line then asks sympy)
+  class Declined extends Error {}
+  const poly = (() => {
+    const key = (mono) => mono.map(([n, e]) => `${n}^${e}`).join("*");
+    const make = (terms) => {  // terms: Map key -> [mono, coefficient]
+      if (terms.size > D.formula.maxTerms) throw new Declined("a polynomial too large to print");
+      for (const [mono, c] of terms.values()) {
+        if (mono.reduce((s, [, e]) => s + e, 0) > D.formula.maxDegree) throw new Declined("a polynomial too large to print");
+        if (bits(c.n) + bits(c.d) > D.formula.maxBits) throw new Declined("a coefficient too large");
+      }
+      return { terms };
+    };
+    const constant = (c) => make(Q.eq(c, ZERO) ? new Map() : new Map([["", [[], c]]]));
+    const value = (p) => {  // the number of a polynomial without names
+      for (const [mono] of p.terms.values()) if (mono.length) throw new Declined("a kept name where a number is needed");
+      const t = p.terms.get("");
+      return t ? t[1] : ZERO;
+    };
+    const add = (p, q) => {
+      const out = new Map(p.terms);
+      for (const [k, [mono, c]] of q.terms) {
+        const sum = out.has(k) ? Q.add(out.get(k)[1], c) : c;
+        if (Q.eq(sum, ZERO)) out.delete(k); else out.set(k, [mono, sum]);
+      }
+      return make(out);
+    };
+    const monomial = (a, b) => {
+      const exps = new Map(a);
+      for (const [n, e] of b) exps.set(n, (exps.get(n) || 0) + e);
+      return [...exps].filter(([, e]) => e !== 0).sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0));
+    };
+    const mul = (p, q) => {
+      const out = new Map();
+      for (const [m, c] of p.terms.values()) {
+        for (const [n, d] of q.terms.values()) {
+          const mono = monomial(m, n), k = key(mono);
+          const sum = out.has(k) ? Q.add(out.get(k)[1], Q.mul(c, d)) : Q.mul(c, d);
+          if (Q.eq(sum, ZERO)) out.delete(k); else out.set(k, [mono, sum]);
+        }
+      }
+      return make(out);
+    };
+    const neg = (p) => make(new Map([...p.terms].map(([k, [m, c]]) => [k, [m, Q.mul(c, Q.int(-1n))]])));
+    const symbol = (name) => make(new Map([[`${name}^1`, [[[name, 1]], Q.int(1n)]]]));
+    const nonnegative = new Set(D.formula.nonnegative);
+    const atLeast = (p, q) => [...add(p, neg(q)).terms.values()].every(
+      ([mono, c]) => Q.ge(c, ZERO) && mono.every(([n]) => nonnegative.has(n)));
+    const extreme = (op) => (a, b) => {
+      for (const [x, y] of [[a, b], [b, a]]) if (op === "max" ? atLeast(x, y) : atLeast(y, x)) return x;
+      throw new Declined(`a ${op} that depends on a kept name`);
+    };
+    const relation = (f) => (a, b) => f(value(a), value(b));
+    let opaque = new Set(), top = null;
+    const runtime = {
+      int: (n) => constant(Q.int(n)),
+      frac: (n, d) => constant(Q.frac(n, d)),
+      add, mul,
+      pow: (a, e) => {
+        if (e < 0) {  // a division: by a number, or by one term (a size kept as a name), which may cancel
+          if (a.terms.size !== 1) throw new Declined("a division by zero or by a sum");
+          const [[mono, c]] = a.terms.values();
+          const m = mono.map(([n, k]) => [n, k * e]);
+          return make(new Map([[key(m), [m, Q.pow(c, e)]]]));
+        }
+        let out = constant(Q.int(1n));
+        for (let i = 0; i < e; i++) out = mul(out, a);
+        return out;
+      },
+      max: extreme("max"), min: extreme("min"),
+      eq: relation(Q.eq), ne: relation(Q.ne), lt: relation(Q.lt), le: relation(Q.le), gt: relation(Q.gt), ge: relation(Q.ge),
+      floor: (a) => constant(Q.floor(value(a))), ceil: (a) => constant(Q.ceil(value(a))),
+      fail: (message) => { throw new Declined(message); },
+      once: (f, rule) => {
+        const computed = Q.once(f);
+        if (rule === undefined) return computed;
+        const name = D.stepRules[rule];
+        return () => (opaque.has(name) && name !== top ? symbol(name) : computed());
+      },
+    };
+    // a polynomial as sympy.sstr(expr, order="grlex") prints it (columns.text)
+    const term = (mono, c) => {
+      const factors = mono.map(([n, e]) => (e !== 1 ? `${n}**${e}` : n));
+      const num = c.n < 0n ? -c.n : c.n;
+      if (num !== 1n || !factors.length) factors.unshift(num.toString());
+      return (c.n < 0n ? "-" : "") + factors.join("*") + (c.d !== 1n ? `/${c.d}` : "");
+    };
+    const text = (p) => {
+      if (!p.terms.size) return "0";
+      if ([...p.terms.values()].some(([mono]) => mono.some(([, e]) => e < 0))) throw new Declined("not a polynomial");
+      const names = [...new Set([...p.terms.values()].flatMap(([mono]) => mono.map(([n]) => n)))].sort();
+      const vector = (mono) => { const m = new Map(mono); return names.map((n) => m.get(n) || 0); };
+      const rank = ([mono]) => { const v = vector(mono); return [v.reduce((a, b) => a + b, 0), ...v]; };
+      const order = [...p.terms.values()].sort((a, b) => {
+        const x = rank(a), y = rank(b);
+        for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return y[i] - x[i];
+        return 0;
+      });
+      let out = "";
+      order.forEach(([mono, c], i) => {
+        const t = term(mono, c);
+        out = i === 0 ? t : out + (t.startsWith("-") ? ` - ${t.slice(1)}` : ` + ${t}`);
+      });
+      return out;
+    };
+    const formulaProgram = makeProgram(runtime);
+    // the column: each component with the kept rules as names, the total with fewer
+    function column(values, components) {
+      const exactArgs = argsOf(values);
+      const args = D.varying.map((name, i) => (D.formula.keep.includes(name) ? symbol(name) : constant(exactArgs[i])));
+      const out = {};
+      const one = (name, kept) => {
+        opaque = new Set(kept);
+        top = name;
+        try { return text(formulaProgram(...args)[OUT_INDEX[name]]()); } finally { opaque = new Set(); top = null; }
+      };
+      for (const name of components) out[name] = one(name, D.formula.opaque);
+      out.total = one("total", D.formula.totalOpaque);
+      return out;
+    }
+    return { column };
+  })();
 
   // ------------------------------------------------------------------ the estimate
   const isInput = (n) => Object.prototype.hasOwnProperty.call(D.inputs, n);
@@ -397,7 +523,8 @@
     if (usable !== null && Q.le(usable, ZERO)) {
       return { error: `'${D.fitRule}' comes out at ${bytesText(usable)} bytes: the capacity is not above what the driver reserves (driver_reserved)` };
     }
-    return { values, rules, components, usable };
+    const sizes = Object.fromEntries(D.sizes.filter((n) => n in OUT_INDEX).map((n) => [n, value(n)]));
+    return { values, rules, components, usable, sizes };
   });
 
   // ------------------------------------------------------------------ the page
@@ -533,6 +660,17 @@
       el("td", { class: extra.cls || "", text: extra.text }));
   }
 
+  const FORMULAS = new Map();  // formula key -> the column (null: not a polynomial there)
+  let formulaTicket = 0;
+  const formulaText = (column, name) => (column === undefined ? "…" : column === null
+    ? "(not a polynomial here: memform estimate prints it with sympy)" : column[name]);
+  // the sizes the formulas name, with their values (one always), as the command line prints them
+  function showSizes(sizes, column) {
+    $("sizes").replaceChildren(...Object.entries(sizes).filter(([name]) => name === D.alwaysShownSize
+      || (column && Object.values(column).some((f) => new RegExp(`\\b${name}\\b`).test(f))))
+      .map(([name, x]) => el("li", { "data-size": name, text: `${name} = ${bytesText(x)}` })));
+  }
+
   function render() {
     const serve = !!state.serve;
     $("serving").hidden = !serve;
@@ -556,6 +694,28 @@
     document.body.dataset.state = "ok";
     if (serve) { renderServe(result); return; }
     const total = result.rules.total;
+    // the formula column comes a moment after the figures (a task of its own), and is kept
+    // for the values it depends on: all but the workload's (micro_batch and seq_len)
+    const formulaKey = JSON.stringify(Object.keys(v).filter((n) => !D.formula.keep.includes(n)).sort()
+      .map((n) => [n, typeof v[n] === "string" ? v[n] : Q.text(v[n])]));
+    let formulas = FORMULAS.get(formulaKey);
+    const formulaCell = (name) => el("td", { class: "formula", "data-formula": name, text: formulaText(formulas, name) });
+    document.body.dataset.formulas = formulas === undefined ? "pending" : "done";
+    if (formulas === undefined) {
+      const ticket = ++formulaTicket;
+      setTimeout(() => {
+        if (ticket !== formulaTicket) return;  // the form changed again: that render fills them
+        const start = performance.now();
+        let column = null;
+        try { column = poly.column(v, D.components); } catch (err) { if (!(err instanceof Declined || refused(err))) throw err; }
+        if (FORMULAS.size >= 500) FORMULAS.delete(FORMULAS.keys().next().value);
+        FORMULAS.set(formulaKey, column);
+        for (const cell of document.querySelectorAll("[data-formula]")) cell.textContent = formulaText(column, cell.dataset.formula);
+        showSizes(result.sizes, column);
+        document.body.dataset.formulas = "done";
+        timings.formulas.push(performance.now() - start);
+      }, 0);
+    }
     const share = (x) => (total.n === 0n ? "-" : fixed(100 * toDouble(Q.mul(x, Q.pow(total, -1))), 1) + " %");
     const body = $("breakdown").tBodies[0], foot = $("breakdown").tFoot;
     body.replaceChildren(...D.components.map((name, i) => {
@@ -563,9 +723,13 @@
       const row = figureRow(name, result.components[name], paths, { cls: "num", text: share(result.components[name]) });
       row.firstChild.prepend(el("span", { class: "swatch", style: `background:${PALETTE[i % PALETTE.length]}` }));
       row.firstChild.title = D.docs[name] || "";
+      row.append(formulaCell(name));
       return row;
     }));
-    foot.replaceChildren(figureRow("total", total, "total_bytes rules.total", { cls: "num", text: "100.0 %" }));
+    const totalRow = figureRow("total", total, "total_bytes rules.total", { cls: "num", text: "100.0 %" });
+    totalRow.append(formulaCell("total"));
+    foot.replaceChildren(totalRow);
+    showSizes(result.sizes, formulas);
     const figures = Object.keys(result.rules).filter((n) => !D.components.includes(n) && n !== "total");
     const rows = figures.map((name) => figureRow(name, result.rules[name], "rules." + name,
       { text: D.statistic[name] || D.docs[name] || "" }));
@@ -656,6 +820,6 @@
     document.body.dataset.ready = "true";
   }
 
-  window.memform = { estimate, solve, validate, scaled, state };
+  window.memform = { estimate, solve, validate, scaled, state, poly, scenario };
   start();
 })();

@@ -1124,6 +1124,8 @@ def gen_cli(rng, ctx) -> dict:
             "rule": ["total", "weights", "activations", "peak", "usable_memory", "bogus", "micro_batch"],
             "compile-target": ["python", "numpy", "js", "js", "cobol"],
             "compile-out": ["out.py", "out.js", "sub/dir/out.py", "/proc/forbidden.py", "", "x" * 300],
+            "web-out": ["site", "sub/dir/site", "/proc/forbidden", "", "x" * 300, "[/b]"],
+            "title": ["memform", "<script>x</script>", "", "x" * 300, "ü & [/b]"],
         }
         if kind == "set":
             name = set_name(rng, ctx)
@@ -1136,6 +1138,8 @@ def gen_cli(rng, ctx) -> dict:
                        "junk"], [25, 15, 12, 8, 8, 3, 3, 5, 4, 8, 4])[0]
     if cmd == "junk" and rng.random() < 0.6:  # (drawn apart: every other command's draws stay those of a seed)
         cmd = "compile"
+    elif cmd == "junk" and rng.random() < 0.4:  # (likewise: only junk's draws move)
+        cmd = "web"
     flags = {"estimate": ["gpu", "capacity", "json", "set", "rules", "check", "no-divisibility"],
              "solve": ["gpu", "capacity", "target", "step", "multiple-of", "no-divisibility", "json", "set", "rules"],
              "show": ["keep", "latex", "set", "rules"],
@@ -1145,7 +1149,8 @@ def gen_cli(rng, ctx) -> dict:
              "serve": ["engine", "gpu", "capacity", "tp", "pp", "json", "set", "rules", "min-tp-for", "max-len-for"],
              "check": ["samples"], "presets": [], "docs": ["format", "out", "check"],
              "plot": ["x", "range", "gpu", "capacity", "out", "set", "rules"],
-             "compile": ["gpu", "capacity", "rule", "rule", "target", "out", "set", "rules"], "junk": []}[cmd]
+             "compile": ["gpu", "capacity", "rule", "rule", "target", "out", "set", "rules"],
+             "web": ["rules", "title", "out"], "junk": []}[cmd]
     unknowns = ["micro_batch", "seq_len", "dp", "tp", "pp", "cp", "n_params", "hidden_size", "zero_stage",
                 "total", "bogus", "capacity"]
     if cmd == "estimate":
@@ -1167,6 +1172,8 @@ def gen_cli(rng, ctx) -> dict:
         argv = [cmd, model()] + (["--gpu", value("gpu")] if rng.random() < 0.7 else [])
     elif cmd == "compile":
         argv = [cmd, model(), "--vary", value("vary")]
+    elif cmd == "web":  # the page's three files: kept inside the working folder
+        argv = [cmd, "--out", value("web-out")]
     elif cmd == "names":
         argv = [cmd] + ([rng.choice(["zero", "*_bytes", "tp", "[", "*", "", "x" * 300, "batch_size", "ü", "[/b]"])]
                         if rng.random() < 0.8 else [])
@@ -1186,6 +1193,8 @@ def gen_cli(rng, ctx) -> dict:
             argv.append(f"--{flag}")
         elif cmd == "compile" and flag in ("target", "out"):  # compile's own choices and file names
             argv += [f"--{flag}", value(f"compile-{flag}")]
+        elif cmd == "web" and flag == "out":
+            argv += ["--out", value("web-out")]
         else:
             argv += [f"--{flag}", value(flag)]
     if rng.random() < 0.1 and len(argv) > 1:  # a missing or extra positional

@@ -686,6 +686,8 @@ def cmd_compile(args, out) -> int:
 
 
 def cmd_web(args, out) -> int:
+    if not args.out.strip():
+        raise UsageError("--out names no folder", hint="memform web --out site")
     lib = _library(args.rules)
     compiled = exact._compiled(lib if args.rules else None)
     folder = Path(args.out)

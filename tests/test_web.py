@@ -77,6 +77,13 @@ def test_page_program_is_generated_not_written(site):
     assert words & set(rules) <= {"total", "peak"}
 
 
+def test_title_is_text_not_markup(tmp_path):
+    code, _, err = run("web", "--out", str(tmp_path), "--title", '<script>alert("x")</script> & co')
+    assert (code, err) == (0, "")
+    html = (tmp_path / "index.html").read_text()
+    assert "<script>alert" not in html and "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; co" in html
+
+
 def test_bad_out_is_a_usage_error(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 from fractions import Fraction
+from html import escape
 from pathlib import Path
 
 from ..answers.report import MAX_FIGURE
@@ -202,7 +203,7 @@ def site(lib, compiled: dict, title: str = "memform") -> dict[str, str]:
         f"const STEPS = {steps};",
         page,
     ])
-    html = (ASSETS / "page.html").read_text(encoding="utf-8").replace("{{title}}", title)
+    html = (ASSETS / "page.html").read_text(encoding="utf-8").replace("{{title}}", escape(title))
     return {"index.html": html, "memform.js": script, "memform.css": (ASSETS / "page.css").read_text(encoding="utf-8")}
 
 

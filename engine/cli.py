@@ -408,8 +408,8 @@ def cmd_serve(args, out) -> int:
 def _serve_solve(lib, args, out, explicit, requests: int) -> int:
     """``serve --min-tp-for C`` / ``--max-len-for C``: the answer, what it rests on, and the
     engine's breakdown there."""
-    if not 1 <= requests <= 10**6:
-        raise UsageError(f"the concurrency takes a whole number from 1 to 1,000,000, not {requests}")
+    if not 1 <= requests <= serving.MAX_REQUESTS:
+        raise UsageError(f"the concurrency takes a whole number from 1 to {serving.MAX_REQUESTS:,}, not {requests}")
     if args.min_tp_for is not None and args.tp is not None:
         raise UsageError("--min-tp-for searches tp: drop --tp")
     if args.max_len_for is not None and "seq_len" in explicit:

@@ -462,3 +462,43 @@ def test_serve_matches_memform_serve_json(page):
         outcomes.append("ok" if code == 0 else "does not fit")
     assert outcomes.count("ok") >= 15 and outcomes.count("error") >= 2, outcomes
     page.select_option("#workload", "")
+
+
+def test_serving_solves_match_memform_serve(page):
+    """The serving solves: the smallest tp and the longest max_model_len for C requests, and
+    the values tried with their concurrency, as ``memform serve --min-tp-for C`` and
+    ``--max-len-for C`` give them (or a refusal where they refuse)."""
+    rng = random.Random(77)
+    cases = [("llama3.1-70b", "h100-80g", "vllm"), ("llama3.1-8b", "a100-40g", "sglang"),
+             ("mistral-7b", "l40s", "trtllm"), ("qwen2.5-72b", "h200", "vllm"), ("llama2-7b", "rtx4090", "vllm")]
+    compiled = _compiled()
+    outcomes = []
+    for model, gpu, engine in cases:
+        if ("model", model) not in compiled["presets"] or ("gpu", gpu) not in compiled["presets"]:
+            continue
+        for question, flag in (("min-tp", "--min-tp-for"), ("max-len", "--max-len-for")):
+            requests = rng.choice(["1", "8", "32", "200"])
+            sets = [("seq_len", rng.choice(["4096", "16384"]))] if question == "min-tp" else [("tp", rng.choice(["1", "2", "4"]))]
+            _drive(page, model, gpu, sets)
+            page.select_option("#workload", engine)
+            page.fill("#requests", requests)
+            page.click(f"button[data-serve-question={question}]")
+            shown = page.evaluate("""() => ({state: document.getElementById('serve-solved').dataset.state,
+                value: document.querySelector('[data-serve-solve=value]')?.textContent,
+                tried: Array.from(document.querySelectorAll('[data-serve-tried]')).map(e => e.dataset.serveTried)})""")
+            argv = ["serve", model, "--engine", engine, "--gpu", gpu, flag, requests, "--json"]
+            for name, value in sets:
+                argv += ["--set", f"{name}={value}"]
+            code, out, _ = run(*argv)
+            where = " ".join(argv)
+            if code != 0:
+                assert shown["state"] == "error", f"{where}: refused ({out.strip()[:200]}), the page answers {shown}"
+                outcomes.append("error")
+                continue
+            solve = json.loads(out)["solve"]
+            assert shown["state"] == "ok", f"{where}: the page refuses"
+            assert shown["value"] == str(solve["value"]), where
+            assert shown["tried"] == [f"{v} {json.dumps(c)}" for v, c in solve["tried"]], where
+            outcomes.append("ok")
+    page.select_option("#workload", "")
+    assert outcomes.count("ok") >= 5, outcomes

@@ -287,6 +287,10 @@ def serve(scenario: Scenario, engine: str = "vllm", formulas: bool = True, expli
 # ---------------------------------------------------------------- solving over serving
 #: tensor-parallel sizes tried by --min-tp-for (the engines shard over powers of two)
 TP_SIZES = (1, 2, 4, 8, 16, 32, 64)
+#: the input whose multiples --max-len-for tries as max_model_len: the engine's block or page
+LENGTH_STEP = {"vllm": "block_size", "sglang": "page_size", "trtllm": "tokens_per_block"}
+#: the concurrency --min-tp-for and --max-len-for take
+MAX_REQUESTS = 10**6
 
 
 @dataclass
@@ -336,7 +340,7 @@ def max_len_for(scenario: Scenario, engine: str, explicit, requests: int) -> Ser
     """The longest max_model_len (a multiple of the engine's block or page size, at most the
     model's max_position_embeddings) at which ``requests`` requests fit at once: concurrency
     falls as the length grows, so a bisection over whole blocks."""
-    step = int(scenario.evaluate({"vllm": "block_size", "sglang": "page_size", "trtllm": "tokens_per_block"}[engine]))
+    step = int(scenario.evaluate(LENGTH_STEP[engine]))
     top = int(scenario.evaluate("max_position_embeddings")) // step
     names = set(explicit) | {"seq_len"}
 

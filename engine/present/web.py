@@ -29,7 +29,7 @@ from pathlib import Path
 
 from ..answers.report import MAX_FIGURE
 from ..answers.search import UPPER
-from ..answers.serve import ENGINES, REFUSED
+from ..answers.serve import ENGINES, LENGTH_STEP, MAX_REQUESTS, REFUSED, TP_SIZES
 from ..compile import codegen
 from ..lang.constants import MAX_BITS, MAX_VALUE
 from ..compile.columns import MAX_DEGREE, MAX_TERMS
@@ -177,6 +177,7 @@ def data(lib, compiled: dict, names: list[str], varying: list[str]) -> dict:
                            "servesOne": list(e.serves_one), "longest": e.longest}
                     for name, e in ENGINES.items()},
         "refused": [[r.engine, r.rule, r.op, r.value, r.message] for r in REFUSED],
+        "serveSolve": {"tpSizes": list(TP_SIZES), "lengthStep": LENGTH_STEP, "maxRequests": MAX_REQUESTS},
     }
 
 

@@ -471,6 +471,75 @@
     return { engine: E, spec, values: served, rules, starts, fits };
   });
 
+  // engine/answers/serve.py's min_tp_for and max_len_for: the smallest tp, or the longest
+  // max_model_len, at which `requests` requests of max_model_len tokens fit the KV cache at once
+  const serveSolve = guarded((state, question, text) => {
+    const S = D.serveSolve;
+    if (!/^\s*\d{1,7}\s*$/.test(text) || Number(text) < 1 || Number(text) > S.maxRequests) {
+      return { error: `the concurrency takes a whole number from 1 to ${S.maxRequests.toLocaleString("en-US")}, not ${text}` };
+    }
+    const requests = Q.int(BigInt(text.trim()));
+    const concurrency = (r) => r.rules[r.spec.concurrency];
+    const tried = [];
+    if (question === "min-tp" && "tp" in state.sets) return { error: "the smallest tp is searched: clear tp" };
+    if (question === "max-len" && "seq_len" in state.sets) return { error: "the longest max_model_len is searched: clear seq_len" };
+    const base = serving(state);
+    if (base.error) return base;
+    const served = (sets) => {
+      const r = serving({ ...state, sets: { ...state.sets, ...sets } });
+      if (r.error && !r.error.startsWith("impossible layout")) throw new ServeStop(r.error);
+      return r;
+    };
+    try {
+      if (question === "min-tp") {
+        for (const tp of S.tpSizes) {
+          const r = served({ tp: String(tp) });
+          if (r.error) continue;  // tp does not divide the heads
+          tried.push([tp, concurrency(r)]);
+          if (r.starts && Q.ge(concurrency(r), requests)) return { question, value: tp, tried, result: r };
+        }
+        return { error: `${text} requests do not fit at any tp up to ${S.tpSizes[S.tpSizes.length - 1]} (` +
+          (tried.map(([t, c]) => `tp=${t}: ${fixed(toDouble(c), 2)}x`).join(", ") || "no tp divides the model's heads") + ")" };
+      }
+      const step = base.values[S.lengthStep[state.serve]];
+      const scenarioValues = scenario(state).values;
+      const top = Number(Q.floor(Q.mul(scenarioValues.max_position_embeddings, Q.pow(Q.floor(step), -1))).n);
+      const at = (blocks) => served({ seq_len: (BigInt(blocks) * Q.floor(step).n).toString() });
+      const low = at(1);
+      if (low.error) return low;
+      tried.push([Number(Q.floor(step).n), concurrency(low)]);
+      if (!low.starts) return { error: "the engine does not start: its budget is more than the memory free at startup" };
+      if (Q.lt(concurrency(low), requests)) return { error: `fewer than ${text} requests fit even at max_model_len=${Q.text(step)}` };
+      let lo = 1, hi = top, best = low;
+      while (lo < hi) {
+        const mid = Math.floor((lo + hi + 1) / 2);
+        const r = at(mid);
+        if (r.error) return r;
+        tried.push([mid * Number(Q.floor(step).n), concurrency(r)]);
+        if (Q.ge(concurrency(r), requests)) { lo = mid; best = r; } else hi = mid - 1;
+      }
+      tried.sort((a, b) => a[0] - b[0]);
+      return { question, value: lo * Number(Q.floor(step).n), tried, result: best };
+    } catch (err) {
+      if (err instanceof ServeStop) return { error: err.message };
+      throw err;
+    }
+  });
+  class ServeStop extends Error {}
+
+  function showServeSolve(question) {
+    const r = serveSolve(state, question, $("requests").value);
+    const box = $("serve-solved");
+    box.dataset.state = r.error ? "error" : "ok";
+    if (r.error) { box.replaceChildren(el("p", { role: "alert", text: r.error })); return; }
+    const what = question === "min-tp" ? "smallest tp" : "longest max_model_len";
+    box.replaceChildren(
+      el("p", {}, el("strong", { text: `${what} for ${$("requests").value.trim()} requests: ` }),
+        el("strong", { "data-serve-solve": "value", text: String(r.value) })),
+      el("p", { text: "tried: " }, ...r.tried.map(([v, c], i) => el("span", { "data-serve-tried": `${v} ${jsonNumber(c)}`,
+        text: `${i ? ", " : ""}${v}: ${fixed(toDouble(c), 2)}x` }))));
+  }
+
   function renderServe(result) {
     const { spec, rules, values } = result;
     const rows = spec.breakdown.map(([name, label]) => el("tr", {},
@@ -608,6 +677,9 @@
     workload.addEventListener("change", () => { state.serve = workload.value; update(true); });
     gpu.addEventListener("change", () => { state.gpu = gpu.value; update(true); });
     $("reset").addEventListener("click", () => { state.sets = {}; update(true); });
+    for (const button of document.querySelectorAll("button[data-serve-question]")) {
+      button.addEventListener("click", () => showServeSolve(button.dataset.serveQuestion));
+    }
     for (const button of document.querySelectorAll("button[data-direction]")) {
       button.addEventListener("click", () => showSolve(button.dataset.direction, button.dataset.unknown));
     }
@@ -674,6 +746,7 @@
   function render() {
     const serve = !!state.serve;
     $("serving").hidden = !serve;
+    $("serve-solve").hidden = !serve;
     $("estimate").hidden = serve;
     const result = serve ? serving(state) : estimate(state);
     const v = result.values;

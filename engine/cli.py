@@ -194,6 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
     web.add_argument("--rules", action="append", default=[], metavar="FILE",
                      help="a rule file of your own, compiled into the page beside the library (may 'override rule')")
     web.add_argument("--title", default="memform", help="the page's title (default: memform)")
+    web.add_argument("--config", dest="configs", action="append", default=[], metavar="CONFIG",
+                     help="a Hugging Face config.json (a path or an org/name id), a model of the page beside the "
+                          "presets, read as 'memform estimate CONFIG' reads it (repeatable)")
     msr = sub.add_parser("measure", help="measure a real PyTorch model (needs torch) beside memform's prediction")
     msr.add_argument("model", metavar="MODEL_OR_CONFIG", help="a model preset or a Hugging Face config.json")
     msr.add_argument("--set", dest="sets", action="extend", nargs="+", default=[], metavar="NAME=VALUE",
@@ -690,6 +693,13 @@ def cmd_web(args, out) -> int:
         raise UsageError("--out names no folder", hint="memform web --out site")
     lib = _library(args.rules)
     compiled = exact._compiled(lib if args.rules else None)
+    configs = {}
+    for model in args.configs:  # each read as estimate reads it: the same values, the same errors
+        scenario = _scenario(lib, argparse.Namespace(sets=[]), model if is_config_path(lib, model) else "./" + model)
+        values = {n: v if isinstance(v, str) else webpage._exact(v) for n, v in scenario.values.items()}
+        configs[shown(model, 255)] = {n: v for n, v in values.items() if compiled["defaults"].get(n) != v}
+    if configs:
+        compiled = webpage.with_configs(compiled, configs)
     folder = Path(args.out)
     try:
         written = webpage.write(lib, compiled, folder, args.title)

@@ -502,3 +502,41 @@ def test_serving_solves_match_memform_serve(page):
             outcomes.append("ok")
     page.select_option("#workload", "")
     assert outcomes.count("ok") >= 5, outcomes
+
+
+CONFIGS = Path(__file__).resolve().parent / "configs"
+
+
+def test_config_json_models(tmp_path, browser):
+    """``--config`` makes a config.json a model of the page, read by the same reader as
+    ``memform estimate CONFIG``: the page's figures are that command's, pins of rules (a
+    config's head_dim, sliding_window_layers) included."""
+    files = [CONFIGS / n for n in ("llama-2-7b.json", "gemma-2-9b-it.json", "deepseek-v2-lite.json",
+                                   "granite-4.0-h-tiny.json")]
+    folder = tmp_path / "site"
+    argv = ["web", "--out", str(folder)]
+    for f in files:
+        argv += ["--config", str(f)]
+    code, out, err = run(*argv)
+    assert code == 0, err
+    pg = _open(browser, (folder / "index.html").as_uri())
+    compared = 0
+    for f in files:
+        for sets in ([], [("micro_batch", "4"), ("seq_len", "4096")], [("zero_stage", "3"), ("dp", "8")],
+                     [("mode", "infer"), ("micro_batch", "8")]):
+            _drive(pg, str(f), "h100-80g", sets)
+            shown = _figures(pg)
+            argv = ["estimate", str(f), "--gpu", "h100-80g", "--json"]
+            for name, value in sets:
+                argv += ["--set", f"{name}={value}"]
+            code, out, _ = run(*argv)
+            if code != 0:
+                assert shown["state"] == "error", " ".join(argv)
+                continue
+            assert shown["state"] == "ok", f"{' '.join(argv)}: {shown['error']}"
+            page_bytes = {k: (v.replace(",", "") if k not in ("fits", "fits_at_peak") else v)
+                          for k, v in shown["json"].items()}
+            assert page_bytes == _expected(json.loads(out)), " ".join(argv)
+            compared += 1
+    pg.close()
+    assert compared >= 12

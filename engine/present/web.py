@@ -62,9 +62,29 @@ def _value(value):
 def pinnable(compiled: dict) -> list[str]:
     """The rules some preset (or a default) pins: each takes a flag and a value in the page's
     program, so that one program computes them pinned or from their formula."""
-    names = {n for _, values in compiled["presets"].items() for n, _ in values if n in compiled["rules"]}
+    names = {n for _, values in _presets(compiled).items() for n, _ in values if n in compiled["rules"]}
     names |= {n for n in compiled["defaults"] if n in compiled["rules"]}
     return sorted(names)
+
+
+def _presets(compiled: dict) -> dict:
+    """The presets, with the models of config.json files given to ``memform web --config``."""
+    return {**compiled["presets"], **compiled.get("configs", {})}
+
+
+def with_configs(compiled: dict, configs: dict) -> dict:
+    """``compiled`` with models read from config.json files (name -> {name: value}, as the
+    Hugging Face reader gives them) beside its presets."""
+    out = dict(compiled)
+    out["configs"] = {("model", name): tuple((n, v if isinstance(v, str) else _exact(v)) for n, v in values.items())
+                      for name, values in configs.items()}
+    return out
+
+
+def _exact(value) -> Fraction:
+    if isinstance(value, (int, Fraction)):
+        return Fraction(value)
+    return Fraction(int(value.p), int(value.q))  # a sympy Rational
 
 
 def _with_pins(rules: dict, names) -> dict:
@@ -129,7 +149,7 @@ def data(lib, compiled: dict, names: list[str], varying: list[str]) -> dict:
         options[name] = {"choices": list(choices), "numeric": bool(numeric), "doc": decl.doc if decl else "",
                          "group": group(decl) if decl else "other"}
     presets = {"model": {}, "gpu": {}}
-    for (kind, name), values in compiled["presets"].items():
+    for (kind, name), values in _presets(compiled).items():
         if kind in presets:
             presets[kind][name] = {n: _value(v) for n, v in values}
     # the inputs with no default that each output reads: without a value for them (no GPU, so

@@ -9,6 +9,7 @@ command line refuses the configuration.
 """
 from __future__ import annotations
 
+import html
 import io
 import json
 import os
@@ -18,12 +19,16 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+import sympy
 
 from types import SimpleNamespace
 
 from engine.answers import quick
 from engine.answers.report import gb, gib, scaled, whole_bytes
-from engine.compile.outline import ALWAYS_SHOWN_SIZE, SIZES
+from engine.compile.columns import Polynomials
+from engine.compile.exact import bindings
+from engine.compile.outline import ALWAYS_SHOWN_SIZE, OPAQUE_RULES, SHOWN_INPUTS, SIZES, TOTAL_OPAQUE
+from engine.present.display import mathml
 from engine.cli import main
 from engine.compile.exact import Evaluator, _compiled
 
@@ -61,6 +66,7 @@ def test_page_files_weight_and_no_network(site):
     # nothing is fetched: the page names only its own two files, the script no address
     assert re.findall(r'(?:src|href)="([^"#]+)"', html) == ["memform.css", "memform.js"]
     for text in (html, script, (site / "memform.css").read_text()):
+        text = text.replace("http://www.w3.org/1998/Math/MathML", "")  # MathML's namespace: a name, not a fetch
         assert not re.search(r"https?://|//cdn|fetch\(|XMLHttpRequest|import\(|WebSocket", text)
 
 
@@ -194,7 +200,7 @@ def _compare(pg, model, gpu, sets, lib_args=()):
     # is not a polynomial and sympy writes it)
     pg.wait_for_selector("body[data-formulas=done]")
     page_column = pg.evaluate("""() => Object.fromEntries(Array.from(document.querySelectorAll('[data-formula]'))
-        .map(e => [e.dataset.formula, e.textContent]))""")
+        .map(e => [e.dataset.formula, e.dataset.text ?? e.textContent]))""")
     compiled = _compiled()
     values = quick._values(compiled, SimpleNamespace(model=model, gpu=gpu, capacity=None,
                                                      sets=[f"{n}={v}" for n, v in sets]))
@@ -204,6 +210,10 @@ def _compare(pg, model, gpu, sets, lib_args=()):
     else:
         assert page_column == column, where
         shown["formulas"] = True
+        # typeset as the reference typesets the same polynomials (display.mathml, sympy's printer)
+        page_math = pg.evaluate("""() => Object.fromEntries(Array.from(document.querySelectorAll('[data-formula]'))
+            .map(e => [e.dataset.formula, e.innerHTML]))""")
+        assert page_math == _column_mathml(compiled, values), where
     rules = [r for r in shown["gb"] if r != "capacity"]
     exact = Evaluator(model, rules, gpu=gpu, values={n: _typed(n, v) for n, v in sets})()
     if "capacity" in shown["gb"]:
@@ -218,6 +228,19 @@ def _compare(pg, model, gpu, sets, lib_args=()):
                     if n == ALWAYS_SHOWN_SIZE or any(re.search(rf"\b{n}\b", f) for f in column.values())]
         assert pg.evaluate("() => Array.from(document.querySelectorAll('[data-size]')).map(e => e.textContent)") == expected
     return "ok" if shown.get("formulas") else "ok (formulas by sympy)"
+
+
+def _column_mathml(compiled: dict, values: dict) -> dict:
+    """Each component's formula (and the total's) as presentation MathML, through the
+    reference's printer, from the polynomials the command line's column is written from."""
+    fixed, pins = bindings(compiled, values)
+    out = {}
+    for name, opaque in [*((n, OPAQUE_RULES) for n in compiled["components"]), ("total", TOTAL_OPAQUE)]:
+        poly = Polynomials(compiled, fixed, pins, SHOWN_INPUTS, opaque).rule(name)
+        expr = sympy.Add(*[sympy.Rational(c.numerator, c.denominator) * sympy.Mul(*[sympy.Symbol(n) ** e for n, e in m])
+                           for m, c in poly.items()])
+        out[name] = html.unescape(mathml(expr, display="inline"))
+    return out
 
 
 def _typed(name: str, text: str):

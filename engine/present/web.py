@@ -190,7 +190,9 @@ def data(lib, compiled: dict, names: list[str], varying: list[str]) -> dict:
         "formula": {"keep": list(SHOWN_INPUTS), "opaque": list(OPAQUE_RULES), "totalOpaque": list(TOTAL_OPAQUE),
                     "nonnegative": [n for n in SHOWN_INPUTS if n in compiled["inputs"]
                                     and compiled["inputs"][n][2] is not None and compiled["inputs"][n][2] >= 0],
-                    "maxTerms": MAX_TERMS, "maxDegree": MAX_DEGREE, "maxBits": MAX_BITS},
+                    "maxTerms": MAX_TERMS, "maxDegree": MAX_DEGREE, "maxBits": MAX_BITS,
+                    # the names it keeps as the reference typesets them (the papers' symbols)
+                    "symbols": {n: _symbol_mathml(n) for n in dict.fromkeys((*SHOWN_INPUTS, *OPAQUE_RULES, *TOTAL_OPAQUE))}},
         "engines": {name: {"breakdown": [list(x) for x in e.breakdown], "counts": [list(x) for x in e.counts],
                            "tokens": e.tokens, "concurrency": e.concurrency, "header": [list(x) for x in e.header],
                            "extra": list(e.extra), "advice": e.advice, "startup": list(e.startup),
@@ -199,6 +201,15 @@ def data(lib, compiled: dict, names: list[str], varying: list[str]) -> dict:
         "refused": [[r.engine, r.rule, r.op, r.value, r.message] for r in REFUSED],
         "serveSolve": {"tpSizes": list(TP_SIZES), "lengthStep": LENGTH_STEP, "maxRequests": MAX_REQUESTS},
     }
+
+
+def _symbol_mathml(name: str) -> str:
+    """A name's presentation MathML as the reference prints it (``n_params`` is ``<mi>P</mi>``)."""
+    import sympy
+
+    from .display import mathml
+    math = mathml(sympy.Symbol(name), display="inline")
+    return math[math.index(">") + 1:math.rindex("</math>")]
 
 
 def _script_json(value) -> str:

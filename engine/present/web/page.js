@@ -262,6 +262,54 @@
       });
       return out;
     };
+    // the same polynomial as presentation MathML, as the reference (engine/present/display.py's
+    // printer, sympy's) typesets it: terms in sympy's lex order of the names, fractions as
+    // mfrac, the papers' symbols (D.formula.symbols: the parameter count as P ...)
+    const IT = "<mo>&InvisibleTimes;</mo>";
+    const symbolMath = (name) => D.formula.symbols[name] || `<mi>${name}</mi>`;
+    const factorMath = ([n, e]) => (e === 1 ? symbolMath(n) : `<msup>${symbolMath(n)}<mn>${e}</mn></msup>`);
+    const termMath = (mono, c) => {  // sympy's _print_Mul (or Symbol, Pow, Rational) of c * mono
+      const neg = c.n < 0n, p = neg ? -c.n : c.n, q = c.d;
+      if (!mono.length) {
+        if (q === 1n) return `<mn>${c.n}</mn>`;
+        const frac = `<mfrac><mn>${p}</mn><mn>${q}</mn></mfrac>`;
+        return neg ? `<mrow><mo>-</mo>${frac}</mrow>` : frac;
+      }
+      const factors = mono.map(factorMath);
+      if (!neg && p === 1n && q === 1n && mono.length === 1) return factors[0];
+      let inner;
+      if (q !== 1n) {
+        const numer = p === 1n ? (factors.length === 1 ? factors[0] : `<mrow>${factors.join(IT)}</mrow>`)
+          : `<mrow><mn>${p}</mn>${IT}${factors.join(IT)}</mrow>`;
+        inner = `<mfrac>${numer}<mn>${q}</mn></mfrac>`;
+      } else {
+        inner = (p === 1n ? "" : `<mn>${p}</mn>${IT}`) + factors.join(IT);
+      }
+      return `<mrow>${neg ? "<mo>-</mo>" : ""}${inner}</mrow>`;
+    };
+    const mathml = (poly) => {
+      const terms = [...poly.terms.values()];
+      let body;
+      if (!terms.length) body = "<mn>0</mn>";
+      else {
+        const names = [...new Set(terms.flatMap(([mono]) => mono.map(([n]) => n)))].sort();
+        const vector = (mono) => { const m = new Map(mono); return names.map((n) => m.get(n) || 0); };
+        terms.sort((a, b) => {
+          const x = vector(a[0]), y = vector(b[0]);
+          for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return y[i] - x[i];
+          return 0;
+        });
+        // sympy's one exception: a positive number and a negative multiple of one factor, the number first
+        if (terms.length === 2 && !terms[1][0].length && terms[1][1].n > 0n && terms[0][0].length === 1
+            && terms[0][1].n < 0n) terms.reverse();
+        if (terms.length === 1) body = termMath(...terms[0]);
+        else {
+          body = "<mrow>" + termMath(...terms[0]) + terms.slice(1).map(([mono, c]) => (c.n < 0n
+            ? "<mo>-</mo>" + termMath(mono, Q.mul(c, Q.int(-1n))) : "<mo>+</mo>" + termMath(mono, c))).join("") + "</mrow>";
+        }
+      }
+      return `<math xmlns="http://www.w3.org/1998/Math/MathML" display="inline">${body}</math>`;
+    };
     const formulaProgram = makeProgram(runtime);
     // the column: each component with the kept rules as names, the total with fewer
     function column(values, components) {
@@ -271,7 +319,10 @@
       const one = (name, kept) => {
         opaque = new Set(kept);
         top = name;
-        try { return text(formulaProgram(...args)[OUT_INDEX[name]]()); } finally { opaque = new Set(); top = null; }
+        try {
+          const p = formulaProgram(...args)[OUT_INDEX[name]]();
+          return { text: text(p), math: mathml(p) };
+        } finally { opaque = new Set(); top = null; }
       };
       for (const name of components) out[name] = one(name, D.formula.opaque);
       out.total = one("total", D.formula.totalOpaque);
@@ -734,12 +785,22 @@
 
   const FORMULAS = new Map();  // formula key -> the column (null: not a polynomial there)
   let formulaTicket = 0;
-  const formulaText = (column, name) => (column === undefined ? "…" : column === null
-    ? "(not a polynomial here: memform estimate prints it with sympy)" : column[name]);
+  const NOT_A_POLYNOMIAL = "(not a polynomial here: memform estimate prints it with sympy)";
+  function fillFormula(cell, column) {  // the formula typeset, its text (as the terminal's) kept beside
+    const name = cell.dataset.formula;
+    if (column === undefined || column === null) {
+      cell.textContent = column === undefined ? "…" : NOT_A_POLYNOMIAL;
+      delete cell.dataset.text;
+      return;
+    }
+    cell.innerHTML = column[name].math;
+    cell.dataset.text = column[name].text;
+    cell.title = column[name].text;
+  }
   // the sizes the formulas name, with their values (one always), as the command line prints them
   function showSizes(sizes, column) {
     $("sizes").replaceChildren(...Object.entries(sizes).filter(([name]) => name === D.alwaysShownSize
-      || (column && Object.values(column).some((f) => new RegExp(`\\b${name}\\b`).test(f))))
+      || (column && Object.values(column).some((f) => new RegExp(`\\b${name}\\b`).test(f.text))))
       .map(([name, x]) => el("li", { "data-size": name, text: `${name} = ${bytesText(x)}` })));
   }
 
@@ -772,7 +833,7 @@
     const formulaKey = JSON.stringify(Object.keys(v).filter((n) => !D.formula.keep.includes(n)).sort()
       .map((n) => [n, typeof v[n] === "string" ? v[n] : Q.text(v[n])]));
     let formulas = FORMULAS.get(formulaKey);
-    const formulaCell = (name) => el("td", { class: "formula", "data-formula": name, text: formulaText(formulas, name) });
+    const formulaCell = (name) => { const cell = el("td", { class: "formula", "data-formula": name }); fillFormula(cell, formulas); return cell; };
     document.body.dataset.formulas = formulas === undefined ? "pending" : "done";
     if (formulas === undefined) {
       const ticket = ++formulaTicket;
@@ -783,7 +844,7 @@
         try { column = poly.column(v, D.components); } catch (err) { if (!(err instanceof Declined || refused(err))) throw err; }
         if (FORMULAS.size >= 500) FORMULAS.delete(FORMULAS.keys().next().value);
         FORMULAS.set(formulaKey, column);
-        for (const cell of document.querySelectorAll("[data-formula]")) cell.textContent = formulaText(column, cell.dataset.formula);
+        for (const cell of document.querySelectorAll("[data-formula]")) fillFormula(cell, column);
         showSizes(result.sizes, column);
         document.body.dataset.formulas = "done";
         timings.formulas.push(performance.now() - start);
@@ -874,7 +935,14 @@
     timings.updates.push(performance.now() - start);
   }
 
+  function legend() {  // the papers' symbols the formulas use, with the names they stand for
+    const shown = Object.entries(D.formula.symbols).filter(([name, markup]) => markup !== `<mi>${name}</mi>`);
+    $("symbols").innerHTML = "In the formulas: " + shown.map(([name, markup]) =>
+      `<math xmlns="http://www.w3.org/1998/Math/MathML" display="inline">${markup}</math> = <code>${name}</code>`).join(", ");
+  }
+
   function start() {
+    legend();
     readHash();
     if (!(state.model in D.models)) state.model = Object.keys(D.models)[0];
     if (state.gpu && !(state.gpu in D.gpus)) state.gpu = "";

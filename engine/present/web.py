@@ -16,9 +16,16 @@ host.  Everything it computes comes from the library:
 - the presets, the figures an estimate reports (:mod:`engine.compile.outline`), the layout's
   divisibility constraints (:data:`engine.library.layout.DIVIDES`) and the byte units are data.
 
+The program is a factory over its runtime: with exact rationals it gives the figures, with
+the page's polynomials (:class:`engine.compile.columns.Polynomials`' arithmetic, every rule a
+step of its own: :attr:`engine.compile.codegen.Specialiser.every_rule_a_step`) the formula
+column, printed as text and typeset as the reference typesets it (the names' MathML is
+:func:`engine.present.display.mathml`'s).
+
 The hand-written part of the script (``engine/present/web/page.js``) reads that data, checks
 values as ``memform estimate`` does, calls the program and writes the figures; it holds no
-formula.  A rule file of the user's own (``--rules``) compiles into the page the same way.
+formula.  A rule file of the user's own (``--rules``) compiles into the page the same way, and
+a Hugging Face config.json given to ``--config`` becomes a model beside the presets.
 """
 from __future__ import annotations
 
@@ -27,16 +34,19 @@ from fractions import Fraction
 from html import escape
 from pathlib import Path
 
+import sympy
+
 from ..answers.report import MAX_FIGURE
 from ..answers.search import UPPER
 from ..answers.serve import ENGINES, LENGTH_STEP, MAX_REQUESTS, REFUSED, TP_SIZES
 from ..compile import codegen
-from ..lang.constants import MAX_BITS, MAX_VALUE
 from ..compile.columns import MAX_DEGREE, MAX_TERMS
-from ..compile.outline import (ALWAYS_SHOWN_SIZE, EXTRA, FIT_RULE, OPAQUE_RULES, PEAK_FIGURES, SHOWN_INPUTS, SIZES, TOP_LEVEL,
-                               TOTAL_OPAQUE)
-from ..library.layout import DIVIDES
+from ..compile.outline import (ALWAYS_SHOWN_SIZE, EXTRA, FIT_RULE, OPAQUE_RULES, PEAK_FIGURES, SHOWN_INPUTS, SIZES,
+                               TOP_LEVEL, TOTAL_OPAQUE)
+from ..lang.constants import MAX_BITS, MAX_VALUE
 from ..lang.units import BYTE_UNITS
+from ..library.layout import DIVIDES
+from .display import mathml
 
 #: the hand-written page: markup, script (no formula) and style
 ASSETS = Path(__file__).with_name("web")
@@ -205,9 +215,6 @@ def data(lib, compiled: dict, names: list[str], varying: list[str]) -> dict:
 
 def _symbol_mathml(name: str) -> str:
     """A name's presentation MathML as the reference prints it (``n_params`` is ``<mi>P</mi>``)."""
-    import sympy
-
-    from .display import mathml
     math = mathml(sympy.Symbol(name), display="inline")
     return math[math.index(">") + 1:math.rindex("</math>")]
 

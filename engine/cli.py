@@ -190,10 +190,15 @@ def build_parser() -> argparse.ArgumentParser:
                      help="python: exact ints and fractions; numpy: float64 over arrays; js: exact rationals (BigInt)")
     cmp.add_argument("--out", metavar="FILE", help="write the program here (default: print it)")
     web = sub.add_parser("web", help="the calculator as a static web page (HTML, script, style), generated from the rules")
-    web.add_argument("--out", required=True, metavar="DIR", help="write DIR/index.html, DIR/memform.js and DIR/memform.css")
+    web.add_argument("--out", required=True, metavar="DIR", help="write DIR/index.html (and, with --separate, "
+                     "DIR/memform.js and DIR/memform.css)")
     web.add_argument("--rules", action="append", default=[], metavar="FILE",
                      help="a rule file of your own, compiled into the page beside the library (may 'override rule')")
     web.add_argument("--title", default="memform", help="the page's title (default: memform)")
+    web.add_argument("--separate", action="store_true",
+                     help="the script and style as files of their own (memform.js, memform.css) beside index.html, "
+                          "for a host whose content security policy refuses inline scripts; by default they are "
+                          "inside index.html (one file, and a sooner first render)")
     web.add_argument("--config", dest="configs", action="append", default=[], metavar="CONFIG",
                      help="a Hugging Face config.json (a path or an org/name id), a model of the page beside the "
                           "presets, read as 'memform estimate CONFIG' reads it (repeatable)")
@@ -702,7 +707,7 @@ def cmd_web(args, out) -> int:
         compiled = webpage.with_configs(compiled, configs)
     folder = Path(args.out)
     try:
-        written = webpage.write(lib, compiled, folder, args.title)
+        written = webpage.write(lib, compiled, folder, args.title, inline=not args.separate)
     except OSError as exc:
         raise UsageError(f"cannot write into '{shown(args.out, 255)}': {exc.strerror}") from None
     except ValueError:  # an embedded NUL

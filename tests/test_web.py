@@ -56,24 +56,49 @@ def site(tmp_path_factory):
     return folder
 
 
-def test_page_files_weight_and_no_network(site):
-    names = sorted(p.name for p in site.iterdir())
-    assert names == ["index.html", "memform.css", "memform.js"]
-    weight = sum((site / n).stat().st_size for n in names)
+def _no_fetch(text: str) -> None:
+    text = text.replace("http://www.w3.org/1998/Math/MathML", "")  # MathML's namespace: a name, not a fetch
+    assert not re.search(r"https?://|//cdn|fetch\(|XMLHttpRequest|import\(|WebSocket", text)
+
+
+def _script(folder: Path) -> str:
+    html = (folder / "index.html").read_text()
+    return html[html.index("<script>\n") + len("<script>\n"):html.rindex("</script>")]
+
+
+def test_page_is_one_file_within_its_weight_and_fetches_nothing(site):
+    assert [p.name for p in site.iterdir()] == ["index.html"]
+    weight = (site / "index.html").stat().st_size
     assert weight <= MAX_PAGE_BYTES, f"the page weighs {weight:,} bytes"
     html = (site / "index.html").read_text()
-    script = (site / "memform.js").read_text()
-    # nothing is fetched: the page names only its own two files, the script no address
+    assert not re.findall(r'(?:src|href)="([^"#]+)"', html)  # its script and style inside it
+    _no_fetch(html)
+
+
+def test_separate_files_show_the_same(tmp_path, site, browser):
+    """--separate: the script and the style beside the page (a host that refuses inline
+    scripts), the same page."""
+    code, _, err = run("web", "--out", str(tmp_path), "--separate")
+    assert (code, err) == (0, "")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["index.html", "memform.css", "memform.js"]
+    html = (tmp_path / "index.html").read_text()
     assert re.findall(r'(?:src|href)="([^"#]+)"', html) == ["memform.css", "memform.js"]
-    for text in (html, script, (site / "memform.css").read_text()):
-        text = text.replace("http://www.w3.org/1998/Math/MathML", "")  # MathML's namespace: a name, not a fetch
-        assert not re.search(r"https?://|//cdn|fetch\(|XMLHttpRequest|import\(|WebSocket", text)
+    assert (tmp_path / "memform.js").read_text().strip() == _script(site).strip()
+    assert sum((tmp_path / n).stat().st_size for n in ("index.html", "memform.js", "memform.css")) <= MAX_PAGE_BYTES
+    for text in (html, (tmp_path / "memform.js").read_text(), (tmp_path / "memform.css").read_text()):
+        _no_fetch(text)
+    address = "#model=llama2-70b&gpu=h100-80g&zero_stage=3&dp=8"
+    pages = [_open(browser, (folder / "index.html").as_uri() + address) for folder in (site, tmp_path)]
+    one, other = (_figures(pg) for pg in pages)
+    for pg in pages:
+        pg.close()
+    assert one == other and one["state"] == "ok"
 
 
 def test_page_program_is_generated_not_written(site):
     """The arithmetic is the compiler's: the hand-written part of the script computes with
     Q (the rationals) only to check domains and format figures, never a rule."""
-    script = (site / "memform.js").read_text()
+    script = _script(site)
     generated, page = script.split("const DATA = ", 1)
     assert "function program(" in generated and "function program(" not in page
     page_code = page.split("\n", 2)[2]  # past DATA and STEPS

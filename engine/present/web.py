@@ -1,6 +1,7 @@
 """``memform web``: the calculator as a static page, generated from the rules.
 
-The page is one HTML file, its script and its style (``index.html``, ``memform.js``,
+The page is one HTML file with its script and style inside it (``index.html``; or, for a host
+whose content security policy refuses inline scripts, beside it as ``memform.js`` and
 ``memform.css``); it makes no network request and works from ``file://`` as from any static
 host.  Everything it computes comes from the library:
 
@@ -30,6 +31,7 @@ a Hugging Face config.json given to ``--config`` becomes a model beside the pres
 from __future__ import annotations
 
 import json
+import re
 from fractions import Fraction
 from html import escape
 from pathlib import Path
@@ -224,8 +226,9 @@ def _script_json(value) -> str:
         .replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def site(lib, compiled: dict, title: str = "memform") -> dict[str, str]:
-    """The page's files, name -> text."""
+def site(lib, compiled: dict, title: str = "memform", inline: bool = False) -> dict[str, str]:
+    """The page's files, name -> text: the page, its script and its style, or (``inline``)
+    the page alone with both inside it (one file, one request: the first render is sooner)."""
     source, varying, names, steps, step_rules = program(compiled)
     page = (ASSETS / "page.js").read_text(encoding="utf-8")
     script = "\n".join([
@@ -243,15 +246,23 @@ def site(lib, compiled: dict, title: str = "memform") -> dict[str, str]:
         page,
     ])
     html = (ASSETS / "page.html").read_text(encoding="utf-8").replace("{{title}}", escape(title))
-    return {"index.html": html, "memform.js": script, "memform.css": (ASSETS / "page.css").read_text(encoding="utf-8")}
+    style = (ASSETS / "page.css").read_text(encoding="utf-8")
+    if not inline:
+        return {"index.html": html, "memform.js": script, "memform.css": style}
+    for text in (script, style):  # the generator's own text (names and messages are escaped by _script_json)
+        if re.search(r"</(script|style)", text, re.I):
+            raise ValueError("a closing tag inside the page's script or style")
+    html = html.replace('<link rel="stylesheet" href="memform.css">', f"<style>\n{style}</style>") \
+        .replace('<script src="memform.js"></script>', f"<script>\n{script}</script>")
+    return {"index.html": html}
 
 
-def write(lib, compiled: dict, folder: str | Path, title: str = "memform") -> list[Path]:
+def write(lib, compiled: dict, folder: str | Path, title: str = "memform", inline: bool = False) -> list[Path]:
     """Write the page's files into ``folder`` (created); their paths."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, text in site(lib, compiled, title).items():
+    for name, text in site(lib, compiled, title, inline).items():
         path = folder / name
         path.write_text(text, encoding="utf-8")
         written.append(path)

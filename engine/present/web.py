@@ -229,7 +229,7 @@ def _script_json(value) -> str:
 def site(lib, compiled: dict, title: str = "memform", inline: bool = False) -> dict[str, str]:
     """The page's files, name -> text: the page, its script and its style, or (``inline``)
     the page alone with both inside it (one file, one request: the first render is sooner)."""
-    source, varying, names, steps, step_rules = program(compiled)
+    source, varying, names, _, step_rules = program(compiled)
     page = (ASSETS / "page.js").read_text(encoding="utf-8")
     script = "\n".join([
         "// memform: the memory calculator, generated from the rules (memform web).",
@@ -242,7 +242,6 @@ def site(lib, compiled: dict, title: str = "memform", inline: bool = False) -> d
         "function makeProgram(Q) {", source, "return program;", "}",
         "const program = makeProgram(Q);",
         f"const DATA = {_script_json(dict(data(lib, compiled, names, varying), stepRules=step_rules))};",
-        f"const STEPS = {steps};",
         page,
     ])
     html = (ASSETS / "page.html").read_text(encoding="utf-8").replace("{{title}}", escape(title))

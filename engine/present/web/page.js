@@ -54,6 +54,11 @@
   function validate(name, text) {
     const option = D.options[name];
     if (option) {
+      if (option.numeric && !option.choices.includes(text) && NUMBER.test(text)) {
+        // a numeric option (zero_stage) takes a number that is one of its choices: 3.0 is 3
+        const { q, dim } = readNumber(name, text);
+        if (dim === 0 && q.d === 1n && option.choices.includes(q.n.toString())) return q.n.toString();
+      }
       if (!option.choices.includes(text)) {
         throw new ValueError(`'${name}' cannot be '${text}': choices are ${option.choices.join(", ")}`);
       }

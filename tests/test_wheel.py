@@ -65,3 +65,8 @@ def test_installs_and_estimates(dist, kind, tmp_path):
     assert memform("docs", "--out", "ref").returncode == 0
     proc = memform("docs", "--check", "--out", "ref")
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "ref/reference.md is up to date\n", "")
+    # the calculator page: its markup, style and script ship in the package (engine/present/web)
+    proc = memform("web", "--out", "site")
+    assert proc.returncode == 0, proc.stderr
+    page = (work / "site" / "index.html").read_text()
+    assert "function makeProgram(Q)" in page and "<style>" in page

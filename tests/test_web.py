@@ -588,3 +588,31 @@ def test_config_json_models(tmp_path, browser):
             compared += 1
     pg.close()
     assert compared >= 12
+
+
+def test_keyboard_alone_reaches_every_part(site, browser):
+    """Keyboard access: a select changed with the arrow keys, a group of settings opened with
+    Enter on its summary and a field typed into, a solve button pressed with Space; each
+    updates the answer."""
+    pg = _open(browser, (site / "index.html").as_uri() + "#model=llama2-7b&gpu=h100-80g")
+    before = _figures(pg)["json"]["total_bytes"]
+    pg.focus("#c-zero_stage")
+    pg.keyboard.press("ArrowDown")  # 0 -> 1
+    assert pg.evaluate("document.getElementById('c-zero_stage').value") == "1"
+    pg.focus("#c-dp")
+    pg.keyboard.press("Control+A")
+    pg.keyboard.type("8")
+    after = _figures(pg)["json"]["total_bytes"]
+    assert after != before and "zero_stage=1" in pg.url and "dp=8" in pg.url
+    group = pg.locator("details[data-controls~=alloc_margin] > summary")
+    group.focus()
+    pg.keyboard.press("Enter")
+    assert pg.evaluate("document.querySelector('details[data-controls~=alloc_margin]').open")
+    pg.focus("#c-alloc_margin")
+    pg.keyboard.press("Control+A")
+    pg.keyboard.type("0")
+    assert _figures(pg)["json"]["total_bytes"] != after and "alloc_margin=0" in pg.url
+    pg.focus("button[data-unknown=micro_batch]")
+    pg.keyboard.press("Space")
+    assert pg.evaluate("document.getElementById('solved').dataset.state") == "ok"
+    pg.close()

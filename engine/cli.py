@@ -701,8 +701,7 @@ def cmd_web(args, out) -> int:
     configs = {}
     for model in args.configs:  # each read as estimate reads it: the same values, the same errors
         scenario = _scenario(lib, argparse.Namespace(sets=[]), model if is_config_path(lib, model) else "./" + model)
-        values = {n: v if isinstance(v, str) else webpage._exact(v) for n, v in scenario.values.items()}
-        configs[shown(model, 255)] = {n: v for n, v in values.items() if compiled["defaults"].get(n) != v}
+        configs[shown(model, 255)] = scenario.values
     if configs:
         compiled = webpage.with_configs(compiled, configs)
     folder = Path(args.out)

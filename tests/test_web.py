@@ -173,6 +173,12 @@ def _figures(pg) -> dict:
     }""")
 
 
+def _as_json(shown: dict) -> dict:
+    """The page's figures as ``estimate --json`` writes them: whole bytes without separators,
+    the verdicts as they are."""
+    return {k: (v.replace(",", "") if k not in ("fits", "fits_at_peak") else v) for k, v in shown["json"].items()}
+
+
 def _expected(data: dict) -> dict:
     """The figures of ``estimate --json`` as the page labels them."""
     out = {}
@@ -204,23 +210,32 @@ def _drive(pg, model: str, gpu: str | None, sets: list[tuple[str, str]]) -> None
             pg.fill(field, value)
 
 
-def _compare(pg, model, gpu, sets, lib_args=()):
-    argv = ["estimate", model, *(["--gpu", gpu] if gpu else []), *lib_args, "--json"]
-    for name, value in sets:
-        argv += ["--set", f"{name}={value}"]
-    code, out, err = run(*argv)
+def _set_args(sets) -> list[str]:
+    """The command line's --set arguments of the (name, value) pairs the form was given."""
+    return [arg for name, value in sets for arg in ("--set", f"{name}={value}")]
+
+
+def _answer(argv: list[str], shown: dict, refuses=lambda code: code != 0):
+    """The command line's JSON answer and exit code for ``argv``; (None, code) where it
+    refuses, which the page (``shown``) must do too, and where it answers, the page too."""
+    code, out, _ = run(*argv)
+    where = " ".join(argv)
+    if refuses(code):
+        assert shown["state"] == "error", f"{where}: the command line refuses ({out.strip()[:300]}), the page answers"
+        return None, code
+    assert shown["state"] == "ok", f"{where}: the page refuses: {shown.get('error', '')!r}"
+    return json.loads(out), code
+
+
+def _compare(pg, model, gpu, sets):
+    argv = ["estimate", model, *(["--gpu", gpu] if gpu else []), "--json"]
+    argv += _set_args(sets)
     shown = _figures(pg)
     where = " ".join(argv)
-    if code != 0:
-        assert shown["state"] == "error", f"{where}: the command line refuses it ({out.strip()[:300]}), the page shows figures"
+    data, _ = _answer(argv, shown)
+    if data is None:
         return "error"
-    data = json.loads(out)
-    assert shown["state"] == "ok", f"{where}: the page says {shown['error']!r}"
-    page_bytes = {k: (v.replace(",", "") if k not in ("fits", "fits_at_peak") else v) for k, v in shown["json"].items()}
-    assert page_bytes == _expected(data), where
-    # GB and GiB as the command line formats the exact values
-    if lib_args:
-        return "ok"
+    assert _as_json(shown) == _expected(data), where
     # the formula column: the command line's, written out from the same trees (None where it
     # is not a polynomial and sympy writes it)
     pg.wait_for_selector("body[data-formulas=done]")
@@ -239,6 +254,7 @@ def _compare(pg, model, gpu, sets, lib_args=()):
         page_math = pg.evaluate("""() => Object.fromEntries(Array.from(document.querySelectorAll('[data-formula]'))
             .map(e => [e.dataset.formula, e.innerHTML]))""")
         assert page_math == _column_mathml(compiled, values), where
+    # GB and GiB as the command line formats the exact values
     rules = [r for r in shown["gb"] if r != "capacity"]
     exact = Evaluator(model, rules, gpu=gpu, values={n: _typed(n, v) for n, v in sets})()
     if "capacity" in shown["gb"]:
@@ -362,8 +378,7 @@ def test_link_reproduces_the_answer(site, page):
     assert _figures(page) == before
     code, out, _ = run("estimate", "llama2-70b", "--gpu", "h100-80g", "--set", "zero_stage=3", "--set", "dp=8",
                        "--set", "seq_len=4096", "--json")
-    assert {k: v.replace(",", "") for k, v in before["json"].items() if k not in ("fits", "fits_at_peak")} == \
-        {k: v for k, v in _expected(json.loads(out)).items() if k not in ("fits", "fits_at_peak")}
+    assert _as_json(before) == _expected(json.loads(out))
 
 
 def test_a_rule_file_of_ones_own_makes_the_page(tmp_path, browser):
@@ -380,7 +395,7 @@ def test_a_rule_file_of_ones_own_makes_the_page(tmp_path, browser):
     assert shown["json"]["components.overhead"] == f"{3 * 2**30:,}"
     code, out, _ = run("estimate", "llama2-7b", "--gpu", "a100-80g", "--rules", str(rules), "--set", "micro_batch=2", "--json")
     assert code == 0
-    assert {k: v.replace(",", "") for k, v in shown["json"].items()} == _expected(json.loads(out))
+    assert _as_json(shown) == _expected(json.loads(out))
 
 
 def _solved(pg) -> dict:
@@ -414,18 +429,13 @@ def test_solve_buttons_match_memform_solve(page):
             page.click(f"button[data-direction={direction}][data-unknown={unknown}]")
             shown = _solved(page)
             argv = ["solve", direction, unknown, model, "--gpu", gpu, "--json"]
-            for name, value in sets:
-                if name != unknown:
-                    argv += ["--set", f"{name}={value}"]
+            argv += _set_args((name, value) for name, value in sets if name != unknown)
             # the page solves with every other setting as it is, the unknown's own setting aside
-            code, out, err = run(*argv)
             where = " ".join(argv)
-            if code != 0:
-                assert shown["state"] == "error", f"{where}: refused ({out.strip()[:200]}), the page answers {shown}"
+            data, _ = _answer(argv, shown)
+            if data is None:
                 outcomes.append("error")
                 continue
-            data = json.loads(out)
-            assert shown["state"] == "ok", f"{where}: the page refuses"
             expected = {"value": str(data["value"]), "at_value": str(data["value"]),
                         "at_bytes": f"{data['bytes_at_value']:,}"}
             if data["next_value"] is not None:
@@ -446,8 +456,7 @@ def test_verdict_is_the_command_lines(page, model, gpu, sets):
     """The fit verdict reads as the last line of ``memform estimate`` does."""
     _drive(page, model, gpu, sets)
     argv = ["estimate", model, *(["--gpu", gpu] if gpu else [])]
-    for name, value in sets:
-        argv += ["--set", f"{name}={value}"]
+    argv += _set_args(sets)
     code, out, _ = run(*argv)
     assert code == 0
     line = next(ln for ln in out.splitlines() if ln.startswith(("fits ", "does not fit ")))
@@ -493,16 +502,12 @@ def test_serve_matches_memform_serve_json(page):
         page.select_option("#workload", engine)
         shown = _served(page)
         argv = ["serve", model, "--engine", engine, "--gpu", gpu, "--json"]
-        for name, value in sets:
-            argv += ["--set", f"{name}={value}"]
-        code, out, err = run(*argv)
+        argv += _set_args(sets)
         where = " ".join(argv)
-        if code == 2:
-            assert shown["state"] == "error", f"{where}: refused ({out.strip()[:300]}), the page answers"
+        data, code = _answer(argv, shown, refuses=lambda code: code == 2)  # 1: the answer, one request not served
+        if data is None:
             outcomes.append("error")
             continue
-        assert shown["state"] == "ok", f"{where}: the page refuses"
-        data = json.loads(out)
         expected = {"max_model_len": json.dumps(data["max_model_len"]),
                     **{f"rules.{n}": json.dumps(v) for n, v in data["rules"].items()},
                     "fits": "true" if code == 0 else "false"}
@@ -535,16 +540,13 @@ def test_serving_solves_match_memform_serve(page):
                 value: document.querySelector('[data-serve-solve=value]')?.textContent,
                 tried: Array.from(document.querySelectorAll('[data-serve-tried]')).map(e => e.dataset.serveTried)})""")
             argv = ["serve", model, "--engine", engine, "--gpu", gpu, flag, requests, "--json"]
-            for name, value in sets:
-                argv += ["--set", f"{name}={value}"]
-            code, out, _ = run(*argv)
+            argv += _set_args(sets)
             where = " ".join(argv)
-            if code != 0:
-                assert shown["state"] == "error", f"{where}: refused ({out.strip()[:200]}), the page answers {shown}"
+            data, _ = _answer(argv, shown)
+            if data is None:
                 outcomes.append("error")
                 continue
-            solve = json.loads(out)["solve"]
-            assert shown["state"] == "ok", f"{where}: the page refuses"
+            solve = data["solve"]
             assert shown["value"] == str(solve["value"]), where
             assert shown["tried"] == [f"{v} {json.dumps(c)}" for v, c in solve["tried"]], where
             outcomes.append("ok")
@@ -575,16 +577,11 @@ def test_config_json_models(tmp_path, browser):
             _drive(pg, str(f), "h100-80g", sets)
             shown = _figures(pg)
             argv = ["estimate", str(f), "--gpu", "h100-80g", "--json"]
-            for name, value in sets:
-                argv += ["--set", f"{name}={value}"]
-            code, out, _ = run(*argv)
-            if code != 0:
-                assert shown["state"] == "error", " ".join(argv)
+            argv += _set_args(sets)
+            data, _ = _answer(argv, shown)
+            if data is None:
                 continue
-            assert shown["state"] == "ok", f"{' '.join(argv)}: {shown['error']}"
-            page_bytes = {k: (v.replace(",", "") if k not in ("fits", "fits_at_peak") else v)
-                          for k, v in shown["json"].items()}
-            assert page_bytes == _expected(json.loads(out)), " ".join(argv)
+            assert _as_json(shown) == _expected(data), " ".join(argv)
             compared += 1
     pg.close()
     assert compared >= 12

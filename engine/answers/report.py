@@ -29,7 +29,7 @@ def whole_bytes(value) -> int:
     return int(math.ceil(value))
 
 
-def _fraction(value) -> Fraction:
+def exact_fraction(value) -> Fraction:
     """A sympy Rational, a Fraction or an int as a Fraction (exactly)."""
     if isinstance(value, (Fraction, int)):
         return Fraction(value)
@@ -39,7 +39,7 @@ def _fraction(value) -> Fraction:
 def json_number(value):
     """An exact number as JSON: an int when it is whole, else a float (a string in scientific
     notation past 2^256, where neither would be meaningful or even printable)."""
-    x = _fraction(value)
+    x = exact_fraction(value)
     if max(x.numerator.bit_length(), x.denominator.bit_length()) > 256:
         return scaled(x, 1, 6)  # far beyond any real size: a string in scientific notation
     return x.numerator if x.denominator == 1 else float(x)
@@ -48,7 +48,7 @@ def json_number(value):
 def scaled(value, unit: int = 1, places: int = 2) -> str:
     """``value / unit`` with thousands separators, or in scientific notation when it is
     too large to read that way; exact until the last digit, never ``inf``."""
-    x = _fraction(value) / unit
+    x = exact_fraction(value) / unit
     if abs(x) < 10**15:
         return f"{float(x):,.{places}f}"
     sign, x = ("-" if x < 0 else ""), abs(x)

@@ -222,8 +222,9 @@ class Refused:
     message: str
     hint: str
 
-    def applies(self, engine: str, value) -> bool:
-        return (self.engine in (None, engine)) and (value == self.value if self.op == "==" else value > self.value)
+    def holds(self, value) -> bool:
+        """Whether the rule's value refuses (for this engine: the caller picks the engine's)."""
+        return value == self.value if self.op == "==" else value > self.value
 
 
 REFUSED = (
@@ -253,7 +254,7 @@ def serving_scenario(scenario: Scenario, engine: str = "vllm", explicit=frozense
         raise UsageError("memform serve models inference: mode=train does not apply",
                          hint="drop --set mode=train, or use 'memform estimate' for training")
     for refused in REFUSED:
-        if refused.engine in (None, engine) and refused.applies(engine, scenario.evaluate(refused.rule)):
+        if refused.engine in (None, engine) and refused.holds(scenario.evaluate(refused.rule)):
             raise UsageError(refused.message.format(engine=engine), hint=refused.hint)
     values = {"mode": "infer", "serving_engine": engine}
     if "seq_len" not in explicit:

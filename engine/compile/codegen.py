@@ -488,15 +488,20 @@ class Backend:
         if not self.lazy and len(steps) <= 256:  # a sweep's program; not the checks' thousands of steps
             steps, outputs = common_factors(steps, outputs)
         body: list[str] = []
-        ind = self.indent_unit
         for i, t in steps:
-            text = self.expr(t, body, ind)
-            line = ind + self.assign(self.slot(i), text)
-            if labels and i in labels:
-                line += f"  {self.comment} {labels[i]}"
-            body.append(line)
-        outs = [self.expr(t, body, ind) for t in outputs]
+            body += self.step(i, t, labels.get(i) if labels else None)
+        outs = [self.output(t, body) for t in outputs]
         return "\n".join(self.function([self.param(i) for i in range(n_params)], self._defs + body, outs)) + "\n"
+
+    def step(self, i: int, t: tuple, label: str | None) -> list[str]:
+        """The statements of step ``i`` (its temporaries, then its slot's assignment)."""
+        lines: list[str] = []
+        line = self.indent_unit + self.assign(self.slot(i), self.expr(t, lines, self.indent_unit))
+        return lines + [line + (f"  {self.comment} {label}" if label else "")]
+
+    def output(self, t: tuple, body: list) -> str:
+        """An output's expression (its temporaries added to ``body``)."""
+        return self.expr(t, body, self.indent_unit)
 
     def expr(self, t: tuple, out: list, indent: str) -> str:
         return self._expr(t, out, indent)[0]
@@ -729,32 +734,25 @@ class JavaScriptOnDemand(JavaScript):
         return f"s{i}()"
 
     def source(self, steps: list, outputs: list, n_params: int, labels: dict | None = None) -> str:
-        self._n_params = n_params
-        self._defs = []
         self.rule_names: list[str] = []
-        steps = live(steps, outputs)
+        return super().source(steps, outputs, n_params, labels)
+
+    def step(self, i, t, label):
         ind, inner = self.indent_unit, self.indent_unit * 2
-        body: list[str] = []
-        for i, t in steps:
-            local: list[str] = []
-            text = self.expr(t, local, inner)
-            rule = ""
-            if labels and i in labels:
-                self.rule_names.append(labels[i])
-                rule = f", {len(self.rule_names) - 1}"
-            comment = ""  # the rule's name is rule_names[index] (the page's weight: no comment per step)
-            if local:
-                body += [f"{ind}const s{i} = Q.once(() => {{{comment}", *local, f"{inner}return {text};",
-                         f"{ind}}}{rule});"]
-            else:
-                body.append(f"{ind}const s{i} = Q.once(() => {text}{rule});{comment}")
-        outs = []
-        for t in outputs:
-            local = []
-            text = self.expr(t, local, inner)
-            outs.append(f"() => {{ {' '.join(line.strip() for line in local)} return {text}; }}" if local
-                        else f"() => {text}")
-        return "\n".join(self.function([self.param(i) for i in range(n_params)], self._defs + body, outs)) + "\n"
+        local: list[str] = []
+        text = self.expr(t, local, inner)
+        rule = ""
+        if label:  # its name is rule_names[index] (no comment per step: the page's weight)
+            self.rule_names.append(label)
+            rule = f", {len(self.rule_names) - 1}"
+        if local:
+            return [f"{ind}const s{i} = Q.once(() => {{", *local, f"{inner}return {text};", f"{ind}}}{rule});"]
+        return [f"{ind}const s{i} = Q.once(() => {text}{rule});"]
+
+    def output(self, t, body):
+        local: list[str] = []
+        text = self.expr(t, local, self.indent_unit * 2)
+        return f"() => {{ {' '.join(line.strip() for line in local)} return {text}; }}" if local else f"() => {text}"
 
 
 def _js_string(value) -> str:

@@ -92,6 +92,13 @@ def _bounded(p: Poly) -> Poly:
     return p
 
 
+def nonnegative(compiled: dict, keep) -> frozenset:
+    """The kept inputs declared >= 0 (their sympy symbols are nonnegative): a max or min over
+    them is decided from the coefficients alone (:meth:`Polynomials._extreme`)."""
+    return frozenset(n for n in keep if n in compiled["inputs"]
+                     and compiled["inputs"][n][2] is not None and compiled["inputs"][n][2] >= 0)
+
+
 class Polynomials:
     """Rules as polynomials in the names ``keep`` (inputs) and ``opaque`` (rules that stay
     names), the other values of ``compiled``'s inputs and options fixed as in ``fixed`` (option
@@ -105,9 +112,7 @@ class Polynomials:
         self.env = {n: _const(v) for n, v in fixed.items() if n not in keep}
         self.env.update({n: {((n, 1),): Fraction(1)} for n in keep})
         self.memo: dict = {}  # the rules written out in env (an opaque one only as asked for)
-        # kept inputs declared >= 0 (their sympy symbols are nonnegative)
-        self.nonnegative = frozenset(n for n in keep if n in compiled["inputs"]
-                                     and compiled["inputs"][n][2] is not None and compiled["inputs"][n][2] >= 0)
+        self.nonnegative = nonnegative(compiled, keep)
 
     def rule(self, name: str) -> Poly:
         """``name`` written out (a rule of ``opaque`` too, though the rules it uses stay names)."""

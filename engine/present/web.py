@@ -38,11 +38,11 @@ from pathlib import Path
 
 import sympy
 
-from ..answers.report import MAX_FIGURE
+from ..answers.report import MAX_FIGURE, exact_fraction
 from ..answers.search import UPPER
 from ..answers.serve import ENGINES, LENGTH_STEP, MAX_REQUESTS, REFUSED, TP_SIZES
 from ..compile import codegen
-from ..compile.columns import MAX_DEGREE, MAX_TERMS
+from ..compile.columns import MAX_DEGREE, MAX_TERMS, nonnegative
 from ..compile.outline import (ALWAYS_SHOWN_SIZE, EXTRA, FIT_RULE, OPAQUE_RULES, PEAK_FIGURES, SHOWN_INPUTS, SIZES,
                                TOP_LEVEL, TOTAL_OPAQUE)
 from ..lang.constants import MAX_BITS, MAX_VALUE
@@ -85,18 +85,15 @@ def _presets(compiled: dict) -> dict:
 
 
 def with_configs(compiled: dict, configs: dict) -> dict:
-    """``compiled`` with models read from config.json files (name -> {name: value}, as the
-    Hugging Face reader gives them) beside its presets."""
+    """``compiled`` with models read from config.json files beside its presets: name -> the
+    values of its scenario (choice names, sympy or exact numbers), of which the page keeps
+    those that differ from the defaults."""
     out = dict(compiled)
-    out["configs"] = {("model", name): tuple((n, v if isinstance(v, str) else _exact(v)) for n, v in values.items())
-                      for name, values in configs.items()}
+    out["configs"] = {}
+    for name, values in configs.items():
+        exact = ((n, v if isinstance(v, str) else exact_fraction(v)) for n, v in values.items())
+        out["configs"][("model", name)] = tuple((n, v) for n, v in exact if compiled["defaults"].get(n) != v)
     return out
-
-
-def _exact(value) -> Fraction:
-    if isinstance(value, (int, Fraction)):
-        return Fraction(value)
-    return Fraction(int(value.p), int(value.q))  # a sympy Rational
 
 
 def _with_pins(rules: dict, names) -> dict:
@@ -128,8 +125,8 @@ def serve_rules() -> list[str]:
 
 def program(compiled: dict) -> tuple[str, list[str], list[str], int, list[str]]:
     """The JavaScript program of the page: (source, its parameters' names, its outputs' names,
-    steps, the rules its steps compute by index).  Parameters: every input, every option (its code), then a flag and a value for
-    each rule a preset may pin."""
+    steps, the rules its steps compute by index).  Parameters: every input, every option (its
+    code), then a flag and a value for each rule a preset may pin."""
     pins = pinnable(compiled)
     varying = (*compiled["inputs"], *compiled["options"], *(p + n for n in pins for p in (PIN_FLAG, PIN_VALUE)))
     spec = codegen.Specialiser(_with_pins(compiled["rules"], pins), {}, tuple(varying), {})
@@ -179,7 +176,6 @@ def data(lib, compiled: dict, names: list[str], varying: list[str]) -> dict:
         "defaults": {n: _value(v) for n, v in compiled["defaults"].items()},
         "models": presets["model"],
         "gpus": presets["gpu"],
-        "pinnable": pinnable(compiled),
         "components": list(compiled["components"]),
         "topLevel": [n for n in TOP_LEVEL if n in compiled["rules"]],
         "extra": [[n, list(needs_), [list(w) for w in when]] for n, needs_, when in EXTRA],
@@ -200,8 +196,7 @@ def data(lib, compiled: dict, names: list[str], varying: list[str]) -> dict:
         "searchUpper": UPPER,
         # the formula column (engine/compile/columns.py): the names it keeps, its limits
         "formula": {"keep": list(SHOWN_INPUTS), "opaque": list(OPAQUE_RULES), "totalOpaque": list(TOTAL_OPAQUE),
-                    "nonnegative": [n for n in SHOWN_INPUTS if n in compiled["inputs"]
-                                    and compiled["inputs"][n][2] is not None and compiled["inputs"][n][2] >= 0],
+                    "nonnegative": sorted(nonnegative(compiled, SHOWN_INPUTS)),
                     "maxTerms": MAX_TERMS, "maxDegree": MAX_DEGREE, "maxBits": MAX_BITS,
                     # the names it keeps as the reference typesets them (the papers' symbols)
                     "symbols": {n: _symbol_mathml(n) for n in dict.fromkeys((*SHOWN_INPUTS, *OPAQUE_RULES, *TOTAL_OPAQUE))}},

@@ -339,7 +339,8 @@
   // ------------------------------------------------------------------ the estimate
   const isInput = (n) => Object.prototype.hasOwnProperty.call(D.inputs, n);
   const isOption = (n) => Object.prototype.hasOwnProperty.call(D.options, n);
-  const PINNABLE = new Set(D.pinnable);
+  // the rules a preset may pin: each takes a flag parameter of the program
+  const PINNABLE = new Set(D.varying.filter((n) => n.startsWith(D.pinFlag)).map((n) => n.slice(D.pinFlag.length)));
 
   // the scenario's values, in the order the command line merges them: defaults, the model
   // preset, the GPU preset, then the settings
@@ -557,25 +558,26 @@
         return { error: `${text} requests do not fit at any tp up to ${S.tpSizes[S.tpSizes.length - 1]} (` +
           (tried.map(([t, c]) => `tp=${t}: ${fixed(toDouble(c), 2)}x`).join(", ") || "no tp divides the model's heads") + ")" };
       }
-      const step = base.values[S.lengthStep[state.serve]];
-      const scenarioValues = scenario(state).values;
-      const top = Number(Q.floor(Q.mul(scenarioValues.max_position_embeddings, Q.pow(Q.floor(step), -1))).n);
-      const at = (blocks) => served({ seq_len: (BigInt(blocks) * Q.floor(step).n).toString() });
+      // the engine's block (or page) size: max_model_len is a whole number of them, at most
+      // the model's context (max_position_embeddings, the same in the served scenario)
+      const step = Q.floor(base.values[S.lengthStep[state.serve]]).n;
+      const top = Number(base.values.max_position_embeddings.n / base.values.max_position_embeddings.d / step);
+      const at = (blocks) => served({ seq_len: (BigInt(blocks) * step).toString() });
       const low = at(1);
       if (low.error) return low;
-      tried.push([Number(Q.floor(step).n), concurrency(low)]);
+      tried.push([Number(step), concurrency(low)]);
       if (!low.starts) return { error: "the engine does not start: its budget is more than the memory free at startup" };
-      if (Q.lt(concurrency(low), requests)) return { error: `fewer than ${text} requests fit even at max_model_len=${Q.text(step)}` };
+      if (Q.lt(concurrency(low), requests)) return { error: `fewer than ${text} requests fit even at max_model_len=${step}` };
       let lo = 1, hi = top, best = low;
       while (lo < hi) {
         const mid = Math.floor((lo + hi + 1) / 2);
         const r = at(mid);
         if (r.error) return r;
-        tried.push([mid * Number(Q.floor(step).n), concurrency(r)]);
+        tried.push([mid * Number(step), concurrency(r)]);
         if (Q.ge(concurrency(r), requests)) { lo = mid; best = r; } else hi = mid - 1;
       }
       tried.sort((a, b) => a[0] - b[0]);
-      return { question, value: lo * Number(Q.floor(step).n), tried, result: best };
+      return { question, value: lo * Number(step), tried, result: best };
     } catch (err) {
       if (err instanceof ServeStop) return { error: err.message };
       throw err;

@@ -30,6 +30,7 @@ from .paths import DOC_FILES
 cache = lazy("engine.compile.cache")
 scenarios = lazy("engine.compile.model")
 hfconfig = lazy("engine.library.hfconfig")
+megatron = lazy("engine.library.megatron")
 names = lazy("engine.lang.names")
 estimates = lazy("engine.answers.estimate")
 serving = lazy("engine.answers.serve")
@@ -306,11 +307,19 @@ def _scenario(lib, args, model):
                                  hint="MODEL is a preset (see 'memform presets'), a Hugging Face id (org/name) "
                                       "or the path of a Hugging Face config.json")
             path = str(hub.resolve_config(model))  # the local Hugging Face cache first, then the Hub
-        config = hfconfig.read_config(path, lib)
-        if config.unknown:
-            _note(f"{shown(model, 255)}: fields not understood (not used): " + ", ".join(config.unknown))
-        config_values, model = config.values, None
-        checkpoint = _checkpoint(Path(path).parent)
+        if megatron.is_args_file(path):
+            margs = megatron.read_args(path, lib)
+            for text in margs.notes:
+                _note(f"{shown(model, 255)}: {text}")
+            if margs.unknown:
+                _note(f"{shown(model, 255)}: arguments not modelled (not used): " + ", ".join(margs.unknown))
+            config_values, model = margs.values, None
+        else:
+            config = hfconfig.read_config(path, lib)
+            if config.unknown:
+                _note(f"{shown(model, 255)}: fields not understood (not used): " + ", ".join(config.unknown))
+            config_values, model = config.values, None
+            checkpoint = _checkpoint(Path(path).parent)
     elif model is not None:
         _model_preset(lib, model)
     if gpu is not None:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from engine.compile.model import Scenario, parse_setting
+from engine.library.megatron import read_text
 
 PUBLISHED = Path(__file__).parent / "published"
 MEGATRON = json.loads((PUBLISHED / "megatron_golden.json").read_text())["cases"]
@@ -35,66 +36,32 @@ PARTIAL = {
 }
 
 
-def megatron_settings(cf: dict) -> dict:
-    """Megatron-LM arguments (model_config.yaml names) as memform settings."""
-    bias = str(cf["add-bias-linear"]).lower()
-    values = dict(
-        hidden_size=cf["hidden-size"], num_hidden_layers=cf["num-layers"],
-        num_attention_heads=cf["num-attention-heads"],
-        num_key_value_heads=cf["num-query-groups"] if cf.get("group-query-attention") else cf["num-attention-heads"],
-        intermediate_size=cf["ffn-hidden-size"], vocab_size=cf["padded-vocab-size"],
-        max_position_embeddings=cf["max-position-embeddings"],
-        tie_word_embeddings="false" if cf["untie-embeddings-and-output-weights"] else "true",
-        mlp="swiglu" if cf["swiglu"] else "gelu",
-        norm="layernorm" if cf["normalization"] == "LayerNorm" else "rmsnorm",
-        position_embedding="learned" if cf["position-embedding-type"] == "learned_absolute" else "rope",
-        attention_bias=bias, o_proj_bias=bias, mlp_bias=bias, dropout=cf["hidden-dropout"],
-        tp=cf["tensor-model-parallel-size"], pp=cf["pipeline-model-parallel-size"], dp=cf["dp"],
-        zero_stage=1 if cf["use-distributed-optimizer"] else 0,  # the distributed optimizer shards like ZeRO-1
-        micro_batch=cf["micro-batch-size"], seq_len=cf["seq-length"], num_microbatches=cf["num-microbatches"],
-        sequence_parallel=str(cf["sequence-parallel"]).lower(), precision="bf16_mixed" if cf["bf16"] else "fp16_mixed",
-        # Transformer Engine fuses q, k and v in one GEMM and bias + GELU in one kernel
-        stack="megatron", pp_stage="last", qkv_fused="true", gelu_kernel="fused",
-        # 'unfused' is DotProductAttention, which keeps the scores; the local layer has no fused attention
-        attention="eager" if cf["attention-backend"] == "unfused" or cf["transformer-impl"] == "local" else "flash")
-    if cf.get("num-experts"):  # Megatron-Core's MoE layers (moe-layer-freq: every layer, or "([0]*N+[1]*M)")
-        freq = cf.get("moe-layer-freq", 1)
-        dense = 0 if freq == 1 else int(re.fullmatch(r"\(\[0\]\*(\d+)\+\[1\]\*\d+\)", freq).group(1))
-        values.update(num_experts=cf["num-experts"], num_experts_per_tok=cf["moe-router-topk"],
-                      moe_intermediate_size=cf["moe-ffn-hidden-size"], first_k_dense_replace=dense,
-                      shared_expert_intermediate_size=cf.get("moe-shared-expert-intermediate-size") or 0,
-                      ep=cf["expert-model-parallel-size"], etp=cf["expert-tensor-parallel-size"],
-                      moe_dispatcher=cf["moe-token-dispatcher-type"],
-                      moe_permute_fusion=str(bool(cf.get("moe-permute-fusion"))).lower(),
-                      deterministic=str(bool(cf.get("deterministic-mode"))).lower())
-    if cf.get("multi-latent-attention"):
-        values.update(attention_type="mla", q_lora_rank=cf["q-lora-rank"], kv_lora_rank=cf["kv-lora-rank"],
-                      qk_nope_head_dim=cf["qk-head-dim"], qk_rope_head_dim=cf["qk-pos-emb-head-dim"],
-                      v_head_dim=cf["v-head-dim"])
-    if cf.get("mtp-num-layers"):
-        values["mtp_layers"] = cf["mtp-num-layers"]
-    if cf.get("virtual-pipeline-model-parallel-size"):
-        values.update(pp_schedule="interleaved", pp_virtual_stages=cf["virtual-pipeline-model-parallel-size"])
-    if cf["transformer-impl"] == "local":
-        values["megatron_impl"] = "local"
-    if cf.get("cross-entropy-loss-fusion"):  # native unless --cross-entropy-fusion-impl te (not modelled)
-        values["cross_entropy_fusion"] = cf.get("cross-entropy-fusion-impl", "native")
-    if cf.get("recompute-granularity") == "full":
-        values["recompute"] = "full"
-    return values
+def model_config_yaml(config: dict) -> str:
+    """A recipe's model_config.yaml as Megatron-LM's functional tests write it: its ENV_VARS and
+    its MODEL_ARGS verbatim (true: a switch given, false: one left out)."""
+    lines = ["ENV_VARS:", *(f"  {k}: {v}" for k, v in config.get("env_vars_verbatim", {}).items()), "MODEL_ARGS:"]
+    for name, value in config["model_args_verbatim"].items():
+        lines.append(f"  {name}: {str(value).lower() if isinstance(value, bool) else value}")
+    return "\n".join(lines) + "\n"
 
 
-def predict(lib, case) -> tuple[int, int, float]:
+def megatron_scenario(lib, case) -> Scenario:
+    """The recipe as memform reads Megatron-LM's arguments (engine/library/megatron.py), on its 8
+    GPUs (dp = 8 / (tp pp cp)), for the last pipeline stage, whose rank logs the figure."""
+    text = case.get("model_config_yaml") or model_config_yaml(case["config"])
+    args = read_text(text, lib, case["id"])
+    tp, pp, cp = (int(args.values.get(k, 1)) for k in ("tp", "pp", "cp"))
+    gpus = case.get("gpus") or case["config"]["gpus"]
     # the golden file's machine: a DGX A100 (compute capability 8.0) or H100 (9.0), which sizes
     # the GEMM workspaces (megatron_gemm_workspaces)
     dgx = re.search(r"golden_values_dev_dgx_(a100|h100)\.json$", case["source"]["path"]).group(1)
-    # the recipe's CUBLAS_WORKSPACE_CONFIG (':4096:8', 32 MiB, on every machine), PyTorch's per handle
-    pairs = case["config"].get("env_vars_verbatim", {}).get("CUBLAS_WORKSPACE_CONFIG", "").split(":")[1:]
-    workspace = sum(int(size) * int(count) for size, count in zip(pairs[::2], pairs[1::2])) * 1024
-    s = Scenario.create(lib, "gpt2", values={**megatron_settings(case["config"]), "cuda_major": 8 if dgx == "a100" else 9,
-                                             "cublas_workspace_config": workspace})
-    measured, predicted = case["measured"]["bytes"], int(s.evaluate("peak_allocated"))
+    return Scenario.create(lib, None, values=args.values).with_values(
+        dp=gpus // (tp * pp * cp), pp_stage="last", cuda_major=8 if dgx == "a100" else 9)
+
+
+def predict(lib, case) -> tuple[int, int, float]:
     assert case["measured"]["statistic"] == "max_memory_allocated"
+    measured, predicted = case["measured"]["bytes"], int(megatron_scenario(lib, case).evaluate("peak_allocated"))
     return measured, predicted, (predicted - measured) / measured
 
 
@@ -131,6 +98,40 @@ def test_the_table_of_every_megatron_case(lib, capsys):
         assert abs(error) <= 0.4, f"{name}: {error:+.1%}"  # a gross regression, not the bound
 
 
+# tests/published/megatron_more.json: 25 more recipes' golden values, each with its
+# model_config.yaml verbatim (uneven pipeline stages, the embedding and loss counted in the split,
+# the interleaved schedule's micro-batch group, context parallelism, MLA, qk-layernorm, MoE with
+# every dispatcher, FP8), read by memform's own reader of Megatron-LM's arguments
+MORE = json.loads((PUBLISHED / "megatron_more.json").read_text())["cases"]
+#: the recipes with a known gap, each with what is not modelled (docs/research/megatron-holdout.md)
+MORE_PARTIAL = {
+    "megatron-gpt3_weekly_mcore_tp2_pp2_current_scaling_native_fp8_tp_pp_sp_tp_overlap-h100":
+        "Transformer Engine's FP8 state (scaling factors, the transposed FP8 weights --fp8-param-gather keeps), "
+        "--tp-comm-overlap's Userbuffers and FP8's one-byte saved GEMM inputs are not modelled",
+    "megatron-gpt3_mcore_te_tp2_pp2_ep4_etp1_selective_recompute_experimental-h100":
+        "--pipeline-model-parallel-layout (8 virtual stages of uneven layers over pp 2) and --recompute-modules "
+        "beyond core_attn are not modelled",
+}
+
+
+@pytest.mark.parametrize("case", [c for c in MORE if c["id"] not in MORE_PARTIAL], ids=lambda c: c["id"])
+def test_more_megatron_recipes_within_three_percent(lib, case):
+    measured, predicted, error = predict(lib, case)
+    assert abs(error) <= 0.03, f"{case['id']}: {predicted:,} vs {measured:,} ({error:+.1%})"
+
+
+def test_the_table_of_more_megatron_recipes(lib, capsys):
+    assert set(MORE_PARTIAL) < {c["id"] for c in MORE}
+    rows = [(c["id"], *predict(lib, c)) for c in MORE]
+    with capsys.disabled():
+        print("\nMore Megatron-LM golden values, mem-max-allocated-bytes (last rank) vs memform peak_allocated")
+        for name, measured, predicted, error in rows:
+            print(f"{name:62} {measured:>15,} {predicted:>15,} {error:+7.1%}  {MORE_PARTIAL.get(name, '')}")
+    for name, measured, predicted, error in rows:
+        if name in MORE_PARTIAL:  # listed while it is a gap: a recipe brought within the bound leaves the list
+            assert abs(error) > 0.03, f"{name} is within 3 % ({error:+.1%}): take it off MORE_PARTIAL"
+
+
 def test_megatron_moe_layer_keeps_what_its_dispatcher_and_experts_save(lib):
     # the 8-expert allgather recipe: s 1024, b 4, h 512, tp = etp 2 with sequence parallelism,
     # ep 2, top-1, experts 2048 wide with GELU, deterministic mode (docs/research/megatron-moe.md
@@ -139,7 +140,7 @@ def test_megatron_moe_layer_keeps_what_its_dispatcher_and_experts_save(lib):
     # weights fc1's output, GELU's output and the product [rows, d_e / etp], and unpermute's
     # index_add_ the experts' output [rows, h]
     case = next(c for c in MEGATRON if c["id"] in MOE_PARTIAL and c["config"]["moe-token-dispatcher-type"] == "allgather")
-    s = Scenario.create(lib, "gpt2", values=megatron_settings(case["config"]))
+    s = megatron_scenario(lib, case)
     dense_part = s.with_values(num_experts=0).evaluate("architecture_dense_mlp")
     rows, h, inner = 1024 * 4 * 1 * 2 // 2, 512, 2048 // 2
     experts = rows * h * 2 * 2 + rows * inner * 2 * 3

@@ -16,13 +16,58 @@ DIVIDES = {"tp": ("num_attention_heads", "num_key_value_heads"), "pp": ("num_hid
 HINT = "frameworks shard heads, layers and experts whole; --no-divisibility drops this check"
 
 
+#: the settings that replace the even split of the layers over pp stages (Megatron-LM's uneven
+#: first and last stages; the embedding and the loss counted as layers in the split): pp then
+#: divides what the split shares, not num_hidden_layers
+#: (megatron/core/transformer/transformer_block.py get_num_layers_to_build, d98e8a64)
+UNEVEN = ("pp_first_stage_layers", "pp_last_stage_layers", "pp_split_embedding", "pp_split_loss")
+
+
+def _uneven(values) -> tuple[int, int, int, int]:
+    """(first, last, embedding, loss): the uneven split's settings, 0 where not given."""
+    first, last = (int(values.get(n, 0) or 0) for n in UNEVEN[:2])
+    return first, last, int(str(values.get(UNEVEN[2])) == "true"), int(str(values.get(UNEVEN[3])) == "true")
+
+
+def broken_split(values, layers) -> list[str]:
+    """The constraints an uneven split of ``layers`` layers over ``values``' pp stages breaks."""
+    pp = int(values.get("pp", 1) or 1)
+    first, last, embedding, loss = _uneven(values)
+    if pp == 1 or not any((first, last, embedding, loss)):
+        return []
+    if (first or last) and (embedding or loss):
+        return ["uneven first or last stages cannot be combined with the embedding or the loss counted in "
+                "the pipeline split (Megatron-LM refuses it)"]
+    if first or last:
+        ends = (first > 0) + (last > 0)
+        rest = layers - first - last
+        given = ", ".join(f"{n}={v}" for n, v in zip(UNEVEN, (first, last)) if v)
+        if rest < 0:
+            return [f"{given} give more layers than num_hidden_layers ({layers})"]
+        if rest and pp == ends:
+            return [f"pp={pp} with {given} leaves {rest} layers and no stage between to take them"]
+        if pp > ends and rest % (pp - ends):
+            return [f"pp={pp} with {given} leaves {rest} layers to {pp - ends} stages, which they do not share evenly"]
+        return []
+    if (layers + embedding + loss) % pp:
+        return [f"pp={pp} does not divide the {layers + embedding + loss} layers the split counts "
+                "(num_hidden_layers, the embedding and the loss)"]
+    return []
+
+
 def broken(values, size) -> list[str]:
     """Every constraint that the layout in ``values`` breaks, as a sentence (empty: valid);
     ``size(name)`` is a model size as a number, or None where it is not known."""
     out = []
+    uneven = any(_uneven(values))
     for degree, sizes in DIVIDES.items():
         x = values.get(degree)
         if x is None or x == 1:
+            continue
+        if degree == "pp" and uneven:
+            n = size("num_hidden_layers")
+            if n is not None and n == int(n):
+                out += broken_split(values, int(n))
             continue
         for name in sizes:
             n = size(name)

@@ -373,11 +373,47 @@
       .map(([name]) => name);
   }
 
+  function uneven(values) {  // engine/library/layout.py's _uneven
+    const [f, l, e, s] = D.uneven;
+    const n = (name) => (values[name] === undefined ? 0n : values[name].n);
+    return [n(f), n(l), values[e] === "true" ? 1n : 0n, values[s] === "true" ? 1n : 0n];
+  }
+
+  function brokenSplit(values, layers) {  // engine/library/layout.py's broken_split
+    const pp = values.pp === undefined ? 1n : values.pp.n;
+    const [first, last, embedding, loss] = uneven(values);
+    if (pp === 1n || !(first || last || embedding || loss)) return [];
+    if ((first || last) && (embedding || loss)) {
+      return ["uneven first or last stages cannot be combined with the embedding or the loss counted in " +
+              "the pipeline split (Megatron-LM refuses it)"];
+    }
+    if (first || last) {
+      const ends = (first > 0n ? 1n : 0n) + (last > 0n ? 1n : 0n);
+      const rest = layers - first - last;
+      const given = [[D.uneven[0], first], [D.uneven[1], last]].filter(([, v]) => v).map(([n, v]) => `${n}=${v}`).join(", ");
+      if (rest < 0n) return [`${given} give more layers than num_hidden_layers (${layers})`];
+      if (rest && pp === ends) return [`pp=${pp} with ${given} leaves ${rest} layers and no stage between to take them`];
+      if (pp > ends && rest % (pp - ends)) {
+        return [`pp=${pp} with ${given} leaves ${rest} layers to ${pp - ends} stages, which they do not share evenly`];
+      }
+      return [];
+    }
+    const units = layers + embedding + loss;
+    return units % pp ? [`pp=${pp} does not divide the ${units} layers the split counts ` +
+                         "(num_hidden_layers, the embedding and the loss)"] : [];
+  }
+
   function broken(values, size) {  // engine/library/layout.py's broken
     const out = [];
+    const isUneven = uneven(values).some((x) => x !== 0n);
     for (const [degree, sizes] of Object.entries(D.divides)) {
       const x = values[degree];
       if (x === undefined || Q.eq(x, Q.int(1n))) continue;
+      if (degree === "pp" && isUneven) {
+        const n = size("num_hidden_layers");
+        if (n !== undefined && n.d === 1n) out.push(...brokenSplit(values, n.n));
+        continue;
+      }
       for (const name of sizes) {
         const n = size(name);
         if (n === undefined || n.d !== 1n) continue;

@@ -25,8 +25,8 @@ UNEVEN = ("pp_first_stage_layers", "pp_last_stage_layers", "pp_split_embedding",
 
 def _uneven(values) -> tuple[int, int, int, int]:
     """(first, last, embedding, loss): the uneven split's settings, 0 where not given."""
-    first, last = (int(values.get(n, 0) or 0) for n in UNEVEN[:2])
-    return first, last, int(str(values.get(UNEVEN[2])) == "true"), int(str(values.get(UNEVEN[3])) == "true")
+    first, last, embedding, loss = (int(values.get(n, 0) or 0) for n in UNEVEN)
+    return first, last, embedding, loss
 
 
 def broken_split(values, layers) -> list[str]:

@@ -48,8 +48,8 @@ SWITCHES = {
     "qk-layernorm": {"qk_norm": "head"},
     "deterministic-mode": {"deterministic": "true"},
     "moe-permute-fusion": {"moe_permute_fusion": "true"},
-    "account-for-embedding-in-pipeline-split": {"pp_split_embedding": "true"},
-    "account-for-loss-in-pipeline-split": {"pp_split_loss": "true"},
+    "account-for-embedding-in-pipeline-split": {"pp_split_embedding": "1"},
+    "account-for-loss-in-pipeline-split": {"pp_split_loss": "1"},
     "overlap-moe-expert-parallel-comm": {"ep_comm_overlap": "true"},
     "untie-embeddings-and-output-weights": {"tie_word_embeddings": "false"},
     "swiglu": {"mlp": "swiglu"},
@@ -165,11 +165,14 @@ def _is_no_effect(name: str) -> bool:
 
 
 def _tokens(text: str, path: str):
-    """(token, Span) of each shell word of a launch script, comments and continuations dropped."""
+    """(word, Span, fresh) of each shell word of a launch script, comments and continuations
+    dropped; ``fresh``: the word begins a command (the first of a line not continued)."""
     out = []
+    continued = False
     for number, line in enumerate(text.splitlines(), 1):
         body = line.rstrip()
-        if body.endswith("\\"):
+        fresh, continued = not continued, body.endswith("\\")
+        if continued:
             body = body[:-1]
         try:
             words = shlex.split(body, comments=True)
@@ -181,7 +184,8 @@ def _tokens(text: str, path: str):
             column = line.find(word, at)
             column = column if column >= 0 else at
             at = column + len(word)
-            out.append((word, Span(path, number, column + 1, max(1, len(word)), line[:200])))
+            out.append((word, Span(path, number, column + 1, max(1, len(word)), line[:200]), fresh))
+            fresh = False
     return out
 
 
@@ -189,23 +193,28 @@ def _script_args(text: str, path: str):
     """The arguments of a launch script, and torchrun's: those before the script's ``.py`` file
     that torchrun takes (a bash array of Megatron-LM's arguments may stand before it too)."""
     words = _tokens(text, path)
-    script = next((i for i, (w, _) in enumerate(words) if w.endswith(".py")), len(words))
+    script = next((i for i, (w, _, _) in enumerate(words) if w.endswith(".py")), len(words))
     before, after = _grouped(words[:script]), _grouped(words[script + 1:])
     launcher = [a for a in before if a.name.replace("-", "_") in TORCHRUN]
     return launcher, [a for a in before if a.name.replace("-", "_") not in TORCHRUN] + after
 
 
 def _grouped(words) -> list[_Arg]:
-    """``--flag value ...`` words grouped by flag; ``--flag=value`` split; shell syntax dropped."""
+    """``--flag value ...`` words grouped by flag; ``--flag=value`` split; shell syntax and the
+    words that begin a command (``torchrun``, ``export``, ``ARGS=(``) dropped."""
     out: list[_Arg] = []
-    for word, span in words:
+    closed = True  # no flag takes the next word as its value
+    for word, span, fresh in words:
         flag = _FLAG.fullmatch(word.split("=", 1)[0])
         if flag:
             values = (word.split("=", 1)[1],) if "=" in word else ()
             out.append(_Arg(flag.group(1), values, span))
+            closed = False
+        elif fresh or word == ")":
+            closed = True
         elif _SHELL.search(word) and not (out and not out[-1].values and word.startswith("$")):
-            continue  # "(", ")", ARGS=( and "${ARGS[@]}" between arguments
-        elif out:
+            continue  # "(", ARGS=( and "${ARGS[@]}" between arguments
+        elif out and not closed:
             last = out[-1]
             out[-1] = _Arg(last.name, last.values + (word,), last.span if last.values else span)
     return out

@@ -374,9 +374,8 @@
   }
 
   function uneven(values) {  // engine/library/layout.py's _uneven
-    const [f, l, e, s] = D.uneven;
     const n = (name) => (values[name] === undefined ? 0n : values[name].n);
-    return [n(f), n(l), values[e] === "true" ? 1n : 0n, values[s] === "true" ? 1n : 0n];
+    return D.uneven.map(n);
   }
 
   function brokenSplit(values, layers) {  // engine/library/layout.py's broken_split

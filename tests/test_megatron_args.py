@@ -11,6 +11,8 @@ import sys
 from fractions import Fraction
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from engine.compile.model import Scenario
 from engine.errors import DomainError, SourceError, UsageError
@@ -214,3 +216,26 @@ def test_read_args_reads_a_file(lib, tmp_path):
     assert read_args(f, lib).values["vocab_size"] == 1024
     with pytest.raises(UsageError):
         read_args(tmp_path / "none.yaml", lib)
+
+
+# ---------------------------------------------------------------- any text
+FLAGS = ["--num-layers", "--hidden-size", "--num-attention-heads", "--vocab-size", "--make-vocab-size-divisible-by",
+         "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size",
+         "--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank", "--global-batch-size",
+         "--micro-batch-size", "--swiglu", "--bf16", "--num-experts", "--moe-layer-freq", "--normalization",
+         "--decoder-first-pipeline-num-layers", "--account-for-loss-in-pipeline-split", "--kv-channels",
+         "--group-query-attention", "--num-query-groups", "--nproc_per_node", "--moe-grouped-gemm", "--foo"]
+WORDS = ["0", "1", "2", "4", "-3", "1.5", "1e400", "RMSNorm", "x", "$N", "(", ")", "pretrain_gpt.py", "torchrun",
+         "\\", "#", "'", '"', "([0]*1+[1]*3)", "--x=", "=", "\x00", "é"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(FLAGS + WORDS + ["\n"]), max_size=40))
+def test_any_arguments_give_settings_or_a_clear_error(words):
+    from engine.errors import EngineError
+    import engine
+    lib = engine.load()
+    try:
+        read_text(" ".join(words), lib, "fuzz.sh")
+    except EngineError:
+        pass

@@ -40,6 +40,7 @@ NUMBERS = {
     "decoder-first-pipeline-num-layers": "pp_first_stage_layers",
     "decoder-last-pipeline-num-layers": "pp_last_stage_layers",
     "microbatch-group-size-per-virtual-pipeline-stage": "pp_microbatch_group",
+    "num-distributed-optimizer-instances": "zero_instances",
 }
 #: arguments that take no value: Megatron-LM's name -> the settings they make
 SWITCHES = {
@@ -63,7 +64,7 @@ SWITCHES = {
     "use-rotary-position-embeddings": {"position_embedding": "rope"},
     "no-position-embedding": {"position_embedding": "none"},
     "group-query-attention": {},  # read with --num-query-groups
-    "moe-grouped-gemm": {},  # the grouped GEMM's layout is the one memform's Megatron MoE rules count
+    "moe-grouped-gemm": {"moe_grouped_gemm": "true"},
 }
 #: arguments with a choice: Megatron-LM's name -> {its value: the settings it makes}
 CHOICES = {
@@ -104,7 +105,7 @@ NO_EFFECT = {
     "bias-swiglu-fusion", "apply-layernorm-1p", "norm-epsilon", "ffn-", "moe-router-load-balancing-type",
     "moe-aux-loss-coeff", "moe-z-loss-coeff", "moe-router-", "moe-input-jitter-eps", "moe-expert-capacity-factor",
     "moe-pad-expert-input-to-capacity", "moe-token-drop-policy", "test-mode", "calculate-per-token-loss",
-    "untie-", "tp-comm-overlap", "fp8-recipe", "fp8-param-gather", "fp8-amax-", "num-distributed-optimizer-instances",
+    "untie-", "tp-comm-overlap", "fp8-recipe", "fp8-param-gather", "fp8-amax-",
     "ddp-", "accumulate-allreduce-grads-in-fp32", "bf16-", "no-check-for-nan-in-loss-and-grad", "check-for-",
     "use-tp-pp-dp-mapping", "empty-unused-memory-level", "rerun-mode", "result-rejected-tracker-filename",
     "full-validation", "multi-latent-attention-", "mscale", "mscale-all-dim", "beta-fast", "beta-slow",
@@ -177,7 +178,7 @@ def _tokens(text: str, path: str):
         try:
             words = shlex.split(body, comments=True)
         except ValueError as exc:  # an unclosed quote
-            raise SourceError(f"{path}:{number}: {exc}", Span(path, number, 1, max(1, len(line)), line[:200]),
+            raise SourceError(f"{exc}".lower(), Span(path, number, 1, max(1, len(line)), line[:200]),
                               hint="a launch script's arguments, one or more to a line") from None
         at = 0
         for word in words:
@@ -270,6 +271,13 @@ class _Reader:
         v = Fraction(int(value.p), int(value.q))
         return int(v) if v.denominator == 1 else v
 
+    def whole(self, arg: _Arg) -> int:
+        """The argument's one value as a whole number of at least 1 (a size, a count, a factor)."""
+        value = self.number(arg)
+        if not isinstance(value, int) or value < 1:
+            raise DomainError(f"--{arg.name} needs a whole number of at least 1, not {value}", arg.span)
+        return value
+
     def set(self, name: str, value, arg: _Arg | None = None) -> None:
         import sympy
         span = arg.span if arg is not None else None
@@ -323,6 +331,9 @@ def read_text(text: str, lib, path: str = "<arguments>") -> MegatronArgs:
     def num(name: str, default=None):
         return r.number(given[name]) if name in given else default
 
+    def whole(name: str, default=None):
+        return r.whole(given[name]) if name in given else default
+
     # what is passed on as it is
     for name, arg in given.items():
         if name in NUMBERS:
@@ -350,9 +361,11 @@ def read_text(text: str, lib, path: str = "<arguments>") -> MegatronArgs:
             raise SourceError(f"{path}: Megatron-LM's arguments give no --{name}",
                               hint="a launch script's pretrain_gpt.py arguments, or a model_config.yaml's MODEL_ARGS")
 
+    if "global-batch-size" in given:
+        whole("global-batch-size")  # Megatron refuses an empty step
     # Megatron-LM's defaults (megatron/training/arguments.py, d98e8a64)
     layers, hidden, heads = num("num-layers"), num("hidden-size"), num("num-attention-heads")
-    tp, pp, cp = num("tensor-model-parallel-size", 1), num("pipeline-model-parallel-size", 1), num("context-parallel-size", 1)
+    tp, pp, cp = (whole(n, 1) for n in ("tensor-model-parallel-size", "pipeline-model-parallel-size", "context-parallel-size"))
     r.set("stack", "megatron")
     for key, default in (("norm", "layernorm"), ("position_embedding", "learned"), ("mlp", "gelu"),
                          ("tie_word_embeddings", "true"), ("precision", "fp32"), ("attention", "flash")):
@@ -393,9 +406,9 @@ def read_text(text: str, lib, path: str = "<arguments>") -> MegatronArgs:
     if tokenizer is None and "vocab-file" in given and "vocab-size" not in given:
         tokenizer = "GPT2BPETokenizer"  # pretrain_gpt.py's tokenizer for a --vocab-file and --merge-file
         r.notes.append("no --tokenizer-type: GPT-2's BPE vocabulary (50,257 tokens) is assumed for --vocab-file")
-    vocab = num("vocab-size") if "vocab-size" in given else TOKENIZER_VOCAB.get(tokenizer)
+    vocab = whole("vocab-size") if "vocab-size" in given else TOKENIZER_VOCAB.get(tokenizer)
     if vocab is not None:
-        multiple = num("make-vocab-size-divisible-by", 128) * tp
+        multiple = whole("make-vocab-size-divisible-by", 128) * tp
         r.set("vocab_size", math.ceil(Fraction(vocab) / multiple) * multiple, given.get("vocab-size"))
     else:
         r.notes.append(f"the vocabulary of {'tokenizer ' + tokenizer if tokenizer else 'the tokenizer'} is not in the "
@@ -403,10 +416,14 @@ def read_text(text: str, lib, path: str = "<arguments>") -> MegatronArgs:
                        "make-vocab-size-divisible-by x tp)")
     if "num-experts" in given:
         r.set("moe_intermediate_size", num("moe-ffn-hidden-size", ffn), given.get("moe-ffn-hidden-size"))
+        if "moe-grouped-gemm" not in given:
+            r.set("moe_grouped_gemm", "false")  # Megatron's default: SequentialMLP
         if "moe-router-topk" not in given:
             r.set("num_experts_per_tok", 2)
         if "moe-layer-freq" in given:
             freq = given["moe-layer-freq"]
+            if not freq.values:
+                raise DomainError("--moe-layer-freq needs a value", freq.span)
             text = "".join(freq.values)
             m = re.fullmatch(r"\(?\[0\]\*(\d+)\+\[1\]\*(\d+)\)?", text.replace(" ", ""))
             if m and int(m.group(1)) + int(m.group(2)) == layers:
@@ -421,11 +438,11 @@ def read_text(text: str, lib, path: str = "<arguments>") -> MegatronArgs:
     # counts the embedding and the loss where the split does)
     vp = None
     if "num-virtual-stages-per-pipeline-rank" in given:
-        vp = num("num-virtual-stages-per-pipeline-rank")
+        vp = whole("num-virtual-stages-per-pipeline-rank")
     elif "num-layers-per-virtual-pipeline-stage" in given:
         arg = given["num-layers-per-virtual-pipeline-stage"]
         units = layers + ("account-for-embedding-in-pipeline-split" in given) + ("account-for-loss-in-pipeline-split" in given)
-        per_chunk = r.number(arg)
+        per_chunk = r.whole(arg)
         if units % pp or (units // pp) % per_chunk:
             raise DomainError(f"--num-layers-per-virtual-pipeline-stage {per_chunk} does not divide the "
                               f"{Fraction(units, pp)} layers of a pipeline stage", arg.span)
@@ -441,7 +458,7 @@ def read_text(text: str, lib, path: str = "<arguments>") -> MegatronArgs:
     if launcher:
         found = {a.name.replace("-", "_"): a for a in launcher}
         if "nproc_per_node" in found:
-            world = r.number(found["nproc_per_node"]) * (r.number(found["nnodes"]) if "nnodes" in found else 1)
+            world = r.whole(found["nproc_per_node"]) * (r.whole(found["nnodes"]) if "nnodes" in found else 1)
     if world is not None:
         if world % (tp * pp * cp):
             raise DomainError(f"{world} GPUs are not a multiple of tp x pp x cp = {tp * pp * cp}",

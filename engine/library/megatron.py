@@ -23,7 +23,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
+import sympy
+
 from ..errors import DomainError, EngineError, SourceError, Span, UsageError, shown
+from ..lang.parser import parse_value
 
 #: arguments passed on as numbers: Megatron-LM's name -> memform's
 NUMBERS = {
@@ -252,8 +255,6 @@ class _Reader:
 
     def number(self, arg: _Arg, name: str | None = None) -> int | Fraction:
         """The argument's one value as an exact number, parsed by the rule language."""
-        from ..lang.parser import parse_value
-        import sympy
         if len(arg.values) != 1:
             raise DomainError(f"--{arg.name} takes one value, not {len(arg.values)}", arg.span)
         text = arg.values[0]
@@ -279,7 +280,6 @@ class _Reader:
         return value
 
     def set(self, name: str, value, arg: _Arg | None = None) -> None:
-        import sympy
         span = arg.span if arg is not None else None
         if isinstance(value, (int, Fraction)):
             value = sympy.Rational(value.numerator, value.denominator)

@@ -71,8 +71,7 @@ MOE_PARTIAL = {
     "megatron-moe_tp2_pp1_ep2_8experts_groupedgemm_distopt-h100":
         "the allgather dispatcher's rows, index_add_'s kept expert output and the GEMM workspaces are modelled",
     "megatron-moe_mla_mtp_tp2_pp2_vp4_ep4_etp1_memory_speed-h100":
-        "dropless routing's imbalance on this rank's experts (the peak moves 2.3 GB between steps); "
-        "the stage's own mix of dense and expert parameters (memform shares them model-wide)",
+        "dropless routing's imbalance on this rank's experts (the peak moves 2.3 GB between steps)",
 }
 
 
@@ -108,12 +107,6 @@ MORE_PARTIAL = {
     "megatron-gpt3_weekly_mcore_tp2_pp2_current_scaling_native_fp8_tp_pp_sp_tp_overlap-h100":
         "Transformer Engine's FP8 state (scaling factors, the transposed FP8 weights --fp8-param-gather keeps), "
         "--tp-comm-overlap's Userbuffers and FP8's one-byte saved GEMM inputs are not modelled",
-    "megatron-gpt3_mcore_tp2_pp2_ep2_te_4experts2parallel-h100":
-        "SequentialMLP (no --moe-grouped-gemm) over 2 local experts on the last of 2 stages, local layers: "
-        "88 MB the rules do not place (the grouped GEMM's 134 MB of workspaces, counted before the flag was "
-        "read, hid it); the TE recipes of the family with context parallelism miss 60-118 MB as well",
-    "megatron-gpt3_mcore_tp2_cp2_pp2_ep2_te_4experts2parallel-h100":
-        "the same family with Transformer Engine and context parallelism: 60 MB the rules do not place",
     "megatron-gpt3_mcore_te_tp2_pp2_resume_torch_dist_defer_embedding_wgrad_compute-h100":
         "--defer-embedding-wgrad-compute keeps each micro-batch's output-layer input and gradient until the "
         "pipeline flushes; not modelled (the reader lists the argument)",

@@ -101,7 +101,8 @@ def test_absurd_plan_is_refused(lib):
 def test_a_check_over_conditions_of_composed_rules_has_a_cpu_budget(tmp_path):
     # fuzzer rules seed 1211: a condition over rules that hold conditions of their own, with the
     # serving engine's concurrency in one branch; sympy folds the conditions into one another
-    # for minutes.  The check is refused, located, within its budget.
+    # for minutes.  The check is refused, located, within its budget: over its CPU time, or, where
+    # sympy's folding meets a branch that is not a real number first, as not comparable.
     from engine.answers.checks import run_checks
     path = tmp_path / "fold.mem"
     path.write_text('check "fold": if not block_size >= sliding_window_layers / stage_share then '
@@ -110,9 +111,10 @@ def test_a_check_over_conditions_of_composed_rules_has_a_cpu_budget(tmp_path):
     lib = engine.load(extra=[path])
     lib.lowered_checks = [item for item in lib.lowered_checks if item[0].name == "fold"]
     start = time.process_time()
-    with pytest.raises(ResourceLimitError) as info:
+    with pytest.raises((ResourceLimitError, DomainError)) as info:
         run_checks(lib, samples=1)
-    assert "check 'fold' took more than 5 s of CPU time" in info.value.message
+    assert ("check 'fold' took more than 5 s of CPU time" in info.value.message
+            or "check 'fold' compares a value that is not a real number" in info.value.message)
     assert info.value.span.file.endswith("fold.mem") and info.value.span.line == 1
     assert time.process_time() - start < 15
 

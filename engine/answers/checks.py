@@ -116,8 +116,14 @@ def _run_check(lib: Library, check, lhs, rhs, where, samples: int, seed: int) ->
     architecture = {n for _, fixed in models for n in fixed}
     pinned = sorted(n for n in architecture if n in lib.rules)
     pins = [(n, sympy.Symbol(n)) for n in pinned]
-    left, right = lib.compose_expr(lhs, pins), lib.compose_expr(rhs, pins)
-    cond = lib.compose_expr(where, pins) if where is not sympy.true else sympy.true
+    try:
+        left, right = lib.compose_expr(lhs, pins), lib.compose_expr(rhs, pins)
+        cond = lib.compose_expr(where, pins) if where is not sympy.true else sympy.true
+    except (ValueError, TypeError):  # sympy cannot order or compare a value that is not a real number
+        raise DomainError(f"check '{check.name}' compares a value that is not a real number once the rules it "
+                          "uses are inlined", check.span,
+                          hint="a rule it uses divides by zero in one of its branches, or takes the square root "
+                               "of a negative number; compare simpler rules") from None
     defaults = {n: lib.compose(n) for n in pinned}  # a pinned rule's value where a preset does not pin it
     needed = left.free_symbols | right.free_symbols | getattr(cond, "free_symbols", set())
     for n in pinned:

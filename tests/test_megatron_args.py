@@ -224,9 +224,11 @@ FLAGS = ["--num-layers", "--hidden-size", "--num-attention-heads", "--vocab-size
          "--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank", "--global-batch-size",
          "--micro-batch-size", "--swiglu", "--bf16", "--num-experts", "--moe-layer-freq", "--normalization",
          "--decoder-first-pipeline-num-layers", "--account-for-loss-in-pipeline-split", "--kv-channels",
-         "--group-query-attention", "--num-query-groups", "--nproc_per_node", "--moe-grouped-gemm", "--foo"]
+         "--group-query-attention", "--num-query-groups", "--nproc_per_node", "--moe-grouped-gemm", "--foo",
+         "--pipeline-model-parallel-layout", "--recompute-granularity", "--recompute-modules"]
 WORDS = ["0", "1", "2", "4", "-3", "1.5", "1e400", "RMSNorm", "x", "$N", "(", ")", "pretrain_gpt.py", "torchrun",
-         "\\", "#", "'", '"', "([0]*1+[1]*3)", "--x=", "=", "\x00", "é"]
+         "\\", "#", "'", '"', "([0]*1+[1]*3)", "--x=", "=", "\x00", "é", "Et*3|t|L", "(t|)*2", "t*99999",
+         "selective", "core_attn", "[mlp"]
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -239,3 +241,27 @@ def test_any_arguments_give_settings_or_a_clear_error(words):
         read_text(" ".join(words), lib, "fuzz.sh")
     except EngineError:
         pass
+
+
+def test_a_pipeline_layout_gives_the_virtual_stages_and_the_end_ranks_layers(lib):
+    # Megatron-LM's selective_recompute_experimental recipe: 16 layers over pp 2, 8 stages:
+    # 'Ettt', six 'tt', 'tmL'; rank 0 holds stages 0, 2, 4, 6 (9 layers), rank 1 stages 1, 3, 5, 7 (7)
+    base = "--num-layers 16 --hidden-size 64 --num-attention-heads 4 --vocab-size 128 --pipeline-model-parallel-size 2"
+    v = read_text(base + " --pipeline-model-parallel-layout 'Et*3|(tt|)*6tmL'", lib).values
+    assert (v["pp_schedule"], v["pp_virtual_stages"], v["pp_first_stage_layers"], v["pp_last_stage_layers"]) \
+        == ("interleaved", 4, 9, 7)
+    for bad, words in (("'Et*3|(tt|)*6tmLx'", "is not a layout"), ("'Et*3|(tt|)*5tmL'", "places 14 transformer layers"),
+                       ("'Et*15|t|L'", "not a multiple"), ("'(t*1000)*1000'", "more than")):
+        with pytest.raises(DomainError) as info:
+            read_text(f"{base} --pipeline-model-parallel-layout {bad}", lib)
+        assert words in info.value.message
+
+
+def test_recompute_modules_replace_selective_recomputation_of_the_attention_core(lib):
+    # transformer_config.py: --recompute-modules replaces the default ["core_attn"]
+    base = "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --vocab-size 128 --recompute-granularity selective"
+    assert read_text(base, lib).values["recompute"] == "selective"
+    a = read_text(base + " --recompute-modules mlp moe_act", lib)
+    assert a.values["recompute"] == "none" and any("mlp moe_act" in u for u in a.unknown)
+    b = read_text(base + " --recompute-modules core_attn mlp", lib)
+    assert b.values["recompute"] == "selective" and any("--recompute-modules mlp" in u for u in b.unknown)

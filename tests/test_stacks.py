@@ -111,8 +111,8 @@ MORE_PARTIAL = {
         "--defer-embedding-wgrad-compute keeps each micro-batch's output-layer input and gradient until the "
         "pipeline flushes; not modelled (the reader lists the argument)",
     "megatron-gpt3_mcore_te_tp2_pp2_ep4_etp1_selective_recompute_experimental-h100":
-        "--pipeline-model-parallel-layout (8 virtual stages of uneven layers over pp 2) and --recompute-modules "
-        "beyond core_attn are not modelled",
+        "--recompute-modules layernorm mla_up_proj mlp moe_act are not modelled (memform keeps what they "
+        "recompute), and its layout's model chunks are taken as equal",
 }
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
+import lark
 import sympy
 
 from ..errors import DomainError, EngineError, SourceError, Span, UsageError, shown
@@ -88,12 +89,12 @@ CHOICES = {
     "tokenizer-type": {"GPT2BPETokenizer": {}, "NullTokenizer": {}, "HuggingFaceTokenizer": {},
                        "SentencePieceTokenizer": {}, "GPTSentencePieceTokenizer": {}, "Llama2Tokenizer": {},
                        "TikTokenizer": {}, "MultimodalTokenizer": {}},
-    "recompute-modules": {"core_attn": {}},
 }
 #: arguments read for Megatron-LM's derived defaults, not passed on as they are
-DERIVED = {"ffn-hidden-size", "num-query-groups", "kv-channels", "vocab-size", "make-vocab-size-divisible-by",
+DERIVED = {"recompute-modules", "ffn-hidden-size", "num-query-groups", "kv-channels", "vocab-size", "make-vocab-size-divisible-by",
            "max-position-embeddings", "moe-ffn-hidden-size", "moe-layer-freq",
-           "num-layers-per-virtual-pipeline-stage", "num-virtual-stages-per-pipeline-rank", "sgd-momentum"}
+           "num-layers-per-virtual-pipeline-stage", "num-virtual-stages-per-pipeline-rank", "sgd-momentum",
+           "pipeline-model-parallel-layout"}
 #: arguments with no effect on memory (training schedule, data, logging, checkpoints, kernels'
 #: speed), read and dropped: whole names, and prefixes ending in '-'
 NO_EFFECT = {
@@ -239,6 +240,58 @@ def _yaml_args(text: str, path: str) -> list[_Arg]:
             continue
         out.append(_Arg(name, () if value == "true" else (value,), span))
     return out
+
+
+#: Megatron-LM's pipeline layout: stages split by '|', 'E' the embedding, 't' a transformer layer,
+#: 'm' a multi-token-prediction layer, 'L' the loss; 'x*n' and '(...)*n' repeat, commas are
+#: cosmetic (megatron/core/transformer/pipeline_parallel_layer_layout.py, parse_str_to_list)
+_LAYOUT_GRAMMAR = r"""
+    seq: item*
+    item: unit ("*" INT)?
+    unit: LAYER -> layer
+        | "|" -> cut
+        | "(" seq ")" -> group
+    LAYER: /[EtmL]/
+    INT: /[0-9]+/
+    %ignore /[,\s]+/
+"""
+#: the most layer letters an expanded layout may hold
+MAX_LAYOUT = 100_000
+
+
+def pipeline_layout(arg: _Arg, layers: int) -> list[str]:
+    """The stages of ``--pipeline-model-parallel-layout``, each as its layer letters."""
+    text = " ".join(arg.values)
+    try:
+        tree = lark.Lark(_LAYOUT_GRAMMAR, start="seq", parser="lalr").parse(text)
+    except lark.exceptions.LarkError:
+        raise DomainError(f"--pipeline-model-parallel-layout '{shown(text)}' is not a layout", arg.span,
+                          hint="stages of E (embedding), t (layer), m (MTP layer) and L (loss) split by '|', "
+                               "with x*n and (...)*n repeats, e.g. 'Et*3|(tt|)*6tmL'") from None
+
+    def expand(node) -> str:
+        if node.data == "seq":
+            out = "".join(expand(child) for child in node.children)
+        elif node.data == "item":
+            unit, *count = node.children
+            out = expand(unit) * (int(count[0]) if count else 1)
+        elif node.data == "layer":
+            out = str(node.children[0])
+        elif node.data == "cut":
+            out = "|"
+        else:  # group
+            out = expand(node.children[0])
+        if len(out) > MAX_LAYOUT:
+            raise DomainError(f"--pipeline-model-parallel-layout expands to more than {MAX_LAYOUT:,} layers",
+                              arg.span)
+        return out
+
+    stages = expand(tree).split("|")
+    found = sum(stage.count("t") for stage in stages)
+    if found != layers:
+        raise DomainError(f"--pipeline-model-parallel-layout places {found} transformer layers, not --num-layers "
+                          f"{layers}", arg.span)
+    return stages
 
 
 def _env(text: str, name: str) -> str | None:
@@ -432,6 +485,16 @@ def read_text(text: str, lib, path: str = "<arguments>") -> MegatronArgs:
                 raise DomainError(f"--moe-layer-freq {shown(text)} is not modelled", freq.span,
                                   hint="memform counts MoE layers as every layer, or '([0]*N+[1]*M)': "
                                        "N dense layers, then M MoE layers")
+    # --recompute-modules replaces selective recomputation's default list, ["core_attn"]
+    # (megatron/core/transformer/transformer_config.py): memform's selective is core_attn alone
+    if "recompute-modules" in given and r.values.get("recompute") == "selective":
+        modules = " ".join(given["recompute-modules"].values).replace(",", " ").strip("[]'\" ").split()
+        modules = [m.strip("[]'\"") for m in modules]
+        if "core_attn" not in modules:
+            r.set("recompute", "none")
+        other = [m for m in modules if m != "core_attn"]
+        if other:
+            unknown.append("--recompute-modules " + " ".join(other) + " (only core_attn is modelled)")
     if "sgd-momentum" in given and r.values.get("optimizer") == "sgd_momentum" and num("sgd-momentum") == 0:
         r.set("optimizer", "sgd")
     # the interleaved schedule's model chunks (arguments.py: --num-layers-per-virtual-pipeline-stage
@@ -447,11 +510,23 @@ def read_text(text: str, lib, path: str = "<arguments>") -> MegatronArgs:
             raise DomainError(f"--num-layers-per-virtual-pipeline-stage {per_chunk} does not divide the "
                               f"{Fraction(units, pp)} layers of a pipeline stage", arg.span)
         vp = units // pp // per_chunk
+    if "pipeline-model-parallel-layout" in given and pp > 1:
+        arg = given["pipeline-model-parallel-layout"]
+        stages = pipeline_layout(arg, layers)
+        if len(stages) % pp:
+            raise DomainError(f"--pipeline-model-parallel-layout has {len(stages)} stages, not a multiple of "
+                              f"--pipeline-model-parallel-size {pp}", arg.span)
+        vp = len(stages) // pp
+        # each rank holds the stages r, r + pp, ...; memform takes the first and the last rank's
+        # layers as given and the ranks between an even share of the rest
+        r.set("pp_first_stage_layers", max(1, sum(st.count("t") for st in stages[0::pp])), arg)
+        r.set("pp_last_stage_layers", max(1, sum(st.count("t") for st in stages[pp - 1::pp])), arg)
+        r.notes.append("--pipeline-model-parallel-layout: its virtual stages and the first and last ranks' layers "
+                       "are used; the ranks between take an even share of the rest, and a rank's model chunks "
+                       "are taken as equal")
     if vp is not None and vp > 1 and pp > 1:
         r.set("pp_schedule", "interleaved")
         r.set("pp_virtual_stages", vp)
-    if "pipeline-model-parallel-layout" in given:
-        unknown.append("--pipeline-model-parallel-layout (its stages are not modelled: the even split is used)")
 
     # the world size: torchrun's --nproc_per_node x --nnodes; dp = world / (tp pp cp)
     world = None

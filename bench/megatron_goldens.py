@@ -64,10 +64,8 @@ def main() -> None:
             continue
         name, measured = parts[4], int(values[max(values)])
         try:
-            read = read_text(config, lib, name)
-            tp, pp, cp = (int(read.values.get(k, 1)) for k in ("tp", "pp", "cp"))
-            s = Scenario.create(lib, None, values=read.values).with_values(
-                dp=max(1, 8 // (tp * pp * cp)), pp_stage="last", cuda_major=major)
+            read = read_text(config, lib, name, gpus=8)
+            s = Scenario.create(lib, None, values=read.values).with_values(pp_stage="last", cuda_major=major)
             predicted = int(s.evaluate("peak_allocated"))
             rows.append((name, measured, predicted, (predicted - measured) / measured, ", ".join(read.unknown)))
         except EngineError as exc:

@@ -49,14 +49,12 @@ def megatron_scenario(lib, case) -> Scenario:
     """The recipe as memform reads Megatron-LM's arguments (engine/library/megatron.py), on its 8
     GPUs (dp = 8 / (tp pp cp)), for the last pipeline stage, whose rank logs the figure."""
     text = case.get("model_config_yaml") or model_config_yaml(case["config"])
-    args = read_text(text, lib, case["id"])
-    tp, pp, cp = (int(args.values.get(k, 1)) for k in ("tp", "pp", "cp"))
-    gpus = case.get("gpus") or case["config"]["gpus"]
+    args = read_text(text, lib, case["id"], gpus=case.get("gpus") or case["config"]["gpus"])
     # the golden file's machine: a DGX A100 (compute capability 8.0) or H100 (9.0), which sizes
     # the GEMM workspaces (megatron_gemm_workspaces)
     dgx = re.search(r"golden_values_dev_dgx_(a100|h100)\.json$", case["source"]["path"]).group(1)
     return Scenario.create(lib, None, values=args.values).with_values(
-        dp=gpus // (tp * pp * cp), pp_stage="last", cuda_major=8 if dgx == "a100" else 9)
+        pp_stage="last", cuda_major=8 if dgx == "a100" else 9)
 
 
 def predict(lib, case) -> tuple[int, int, float]:

@@ -16,6 +16,7 @@ model are listed in one.
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 import shlex
@@ -259,11 +260,16 @@ _LAYOUT_GRAMMAR = r"""
 MAX_LAYOUT = 100_000
 
 
+@functools.cache
+def _layout_parser() -> lark.Lark:
+    return lark.Lark(_LAYOUT_GRAMMAR, start="seq", parser="lalr")
+
+
 def pipeline_layout(arg: _Arg, layers: int) -> list[str]:
     """The stages of ``--pipeline-model-parallel-layout``, each as its layer letters."""
     text = " ".join(arg.values)
     try:
-        tree = lark.Lark(_LAYOUT_GRAMMAR, start="seq", parser="lalr").parse(text)
+        tree = _layout_parser().parse(text)
     except lark.exceptions.LarkError:
         raise DomainError(f"--pipeline-model-parallel-layout '{shown(text)}' is not a layout", arg.span,
                           hint="stages of E (embedding), t (layer), m (MTP layer) and L (loss) split by '|', "
@@ -368,18 +374,15 @@ def read_args(path: str | Path, lib) -> MegatronArgs:
     return read_text(text, lib, path)
 
 
-def read_text(text: str, lib, path: str = "<arguments>") -> MegatronArgs:
+def read_text(text: str, lib, path: str = "<arguments>", gpus: int | None = None) -> MegatronArgs:
     """:func:`read_args` of a text (a launch script's, or model_config.yaml's); ``path`` names it
-    in errors."""
+    in errors, ``gpus`` is the world size where no torchrun line gives it (a functional test's
+    recipe: one node of 8)."""
     yaml = "MODEL_ARGS:" in text or re.search(r"^\s*--[A-Za-z0-9-]+\s*:", text, re.M) is not None
     launcher, args = ([], _yaml_args(text, path)) if yaml else _script_args(text, path)
     r = _Reader(lib, path)
-    given: dict[str, _Arg] = {}
+    given = {arg.name: arg for arg in args}  # argparse keeps the last of an argument given twice
     unknown: list[str] = []
-    for arg in args:
-        if arg.name in given and arg.name not in ("recompute-modules",):
-            pass  # argparse keeps the last
-        given[arg.name] = arg
 
     def num(name: str, default=None):
         return r.number(given[name]) if name in given else default
@@ -421,12 +424,10 @@ def read_text(text: str, lib, path: str = "<arguments>") -> MegatronArgs:
     tp, pp, cp = (whole(n, 1) for n in ("tensor-model-parallel-size", "pipeline-model-parallel-size", "context-parallel-size"))
     r.set("stack", "megatron")
     for key, default in (("norm", "layernorm"), ("position_embedding", "learned"), ("mlp", "gelu"),
-                         ("tie_word_embeddings", "true"), ("precision", "fp32"), ("attention", "flash")):
+                         ("tie_word_embeddings", "true"), ("precision", "fp32"), ("attention", "flash"),
+                         ("attention_bias", "true"), ("o_proj_bias", "true"), ("mlp_bias", "true")):
         if key not in r.values:
             r.set(key, default)
-    if not any(n in given for n in ("disable-bias-linear",)):
-        for key in ("attention_bias", "o_proj_bias", "mlp_bias"):
-            r.set(key, "true")
     if "hidden-dropout" not in given:
         r.set("dropout", Fraction(1, 10))
     # Transformer Engine's layers fuse q, k and v in one GEMM; bias + GELU is one kernel; the
@@ -437,7 +438,6 @@ def read_text(text: str, lib, path: str = "<arguments>") -> MegatronArgs:
     if r.values.get("attention_type") == "mla" and "qk_norm" in r.values:
         # with MLA, --qk-layernorm is the query and KV latents' norms, which memform's MLA counts
         del r.values["qk_norm"]
-    r.set("num_hidden_layers", layers)
     if "ffn-hidden-size" in given:
         ffn = num("ffn-hidden-size")
     elif r.values["mlp"] == "swiglu":
@@ -529,15 +529,16 @@ def read_text(text: str, lib, path: str = "<arguments>") -> MegatronArgs:
         r.set("pp_virtual_stages", vp)
 
     # the world size: torchrun's --nproc_per_node x --nnodes; dp = world / (tp pp cp)
-    world = None
+    world = gpus
     if launcher:
         found = {a.name.replace("-", "_"): a for a in launcher}
         if "nproc_per_node" in found:
             world = r.whole(found["nproc_per_node"]) * (r.whole(found["nnodes"]) if "nnodes" in found else 1)
     if world is not None:
         if world % (tp * pp * cp):
-            raise DomainError(f"{world} GPUs are not a multiple of tp x pp x cp = {tp * pp * cp}",
-                              found["nproc_per_node"].span)
+            where = found["nproc_per_node"].span if launcher and "nproc_per_node" in found else None
+            raise DomainError(f"{'' if where else path + ': '}{world} GPUs are not a multiple of tp x pp x cp = "
+                              f"{tp * pp * cp}", where)
         r.set("dp", world // (tp * pp * cp))
     else:
         r.notes.append("the world size is not in the arguments (no torchrun --nproc_per_node): dp = 1; give "

@@ -21,7 +21,7 @@ from .answers.report import gb, gib, json_number
 from .errors import (EngineError, ErrorGroup, ResourceLimitError, UnknownNameError, UsageError, did_you_mean,
                      shown)
 from .lang.constants import MAX_BITS
-from .library import hub, layout
+from .library import layout
 from .lazy import lazy
 from .paths import DOC_FILES
 
@@ -31,6 +31,7 @@ cache = lazy("engine.compile.cache")
 scenarios = lazy("engine.compile.model")
 hfconfig = lazy("engine.library.hfconfig")
 megatron = lazy("engine.library.megatron")
+hub = lazy("engine.library.hub")
 names = lazy("engine.lang.names")
 estimates = lazy("engine.answers.estimate")
 serving = lazy("engine.answers.serve")
@@ -69,13 +70,26 @@ class _SetOption(argparse.Action):
         setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or []), f"{self.const}={value}"])
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Unbuilt:
+    """The parser of a command this command line does not name (:func:`build_parser`'s
+    ``only``): what is added to it is dropped."""
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: self
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser; with ``only`` (the command a command line names) the other
+    commands' parsers are not built (a twentieth of an answer's time)."""
     parser = _Parser(prog="memform", description="GPU memory of LLM training and serving, "
                      "with the formula behind every number.", epilog=USAGE_EXAMPLES,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    sub.required = True
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    commands.required = True
+
+    def command(name, **kwargs):
+        return commands.add_parser(name, **kwargs) if only in (None, name) else _Unbuilt()
 
     common = _Parser(add_help=False)
     common.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
@@ -87,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--rules", action="append", default=[], metavar="FILE",
                         help="a rule file of your own, loaded beside the library (may 'override rule')")
 
-    est = sub.add_parser("estimate", parents=[common], help="per-GPU memory breakdown of a model")
+    est = command("estimate", parents=[common], help="per-GPU memory breakdown of a model")
     est.add_argument("model", metavar="MODEL",
                      help="a model preset name (see 'memform presets'), a Hugging Face id (org/name, from "
                           "the local cache or the Hub) or a Hugging Face config.json")
@@ -99,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--no-divisibility", action="store_true",
                      help="accept layouts where tp does not divide the heads, pp the layers or ep the experts")
 
-    slv = sub.add_parser("solve", parents=[common], help="best whole value of an unknown that fits")
+    slv = command("solve", parents=[common], help="best whole value of an unknown that fits")
     slv.add_argument("direction", choices=["max", "min"], metavar="max|min")
     slv.add_argument("unknown", metavar="UNKNOWN", help="an input: micro_batch, seq_len, dp, tp, pp ...")
     slv.add_argument("model", metavar="MODEL")
@@ -112,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="drop the default constraints (tp divides the heads, pp divides the layers)")
     slv.add_argument("--json", action="store_true")
 
-    srv = sub.add_parser("serve", parents=[common],
+    srv = command("serve", parents=[common],
                          help="the KV cache a serving engine gets: budget, reserves, blocks, tokens, concurrency")
     srv.add_argument("model", metavar="MODEL", help="a model preset or a Hugging Face config.json")
     srv.add_argument("--engine", default="vllm", choices=["vllm", "sglang", "trtllm"],
@@ -128,14 +142,14 @@ def build_parser() -> argparse.ArgumentParser:
     want.add_argument("--max-len-for", type=int, metavar="C",
                       help="the longest max_model_len at which C requests fit at once")
 
-    shw = sub.add_parser("show", parents=[common], help="the simplified symbolic expression of a rule")
+    shw = command("show", parents=[common], help="the simplified symbolic expression of a rule")
     shw.add_argument("rule", metavar="RULE")
     shw.add_argument("model", metavar="MODEL", nargs="?")
     shw.add_argument("--keep", action="append", default=[], metavar="NAME",
                      help="keep this input symbolic too (micro_batch and seq_len are kept unless set)")
     shw.add_argument("--latex", action="store_true")
 
-    pln = sub.add_parser("plan", parents=[common], help="parallel layouts that fit on N GPUs, ranked")
+    pln = command("plan", parents=[common], help="parallel layouts that fit on N GPUs, ranked")
     pln.add_argument("model", metavar="MODEL")
     pln.add_argument("--gpu")
     pln.add_argument("--capacity", metavar="BYTES")
@@ -147,38 +161,38 @@ def build_parser() -> argparse.ArgumentParser:
     pln.add_argument("--no-divisibility", action="store_true",
                      help="accept uneven layouts: tp not dividing the heads, pp the layers, ep the experts")
 
-    nms = sub.add_parser("names", help="inputs, options, rules and the aliases of other tools' names")
+    nms = command("names", help="inputs, options, rules and the aliases of other tools' names")
     nms.add_argument("pattern", metavar="PATTERN", nargs="?",
                      help="part of a name, or a glob (zero, '*_bytes'); default: all")
     nms.add_argument("--rules", action="append", default=[], metavar="FILE")
     nms.add_argument("--json", action="store_true", help="print JSON")
 
-    chk = sub.add_parser("check", help="parse the library (and FILEs) and test every check")
+    chk = command("check", help="parse the library (and FILEs) and test every check")
     chk.add_argument("files", nargs="*", metavar="FILE", help="rule files loaded beside the library")
     chk.add_argument("--samples", type=int, default=2000, help="scenarios per model preset per check")
 
-    pre = sub.add_parser("presets", help="list the model and GPU presets")
+    pre = command("presets", help="list the model and GPU presets")
     pre.add_argument("--kind", choices=["model", "gpu"], help="only model or only GPU presets")
     pre.add_argument("--family", metavar="TEXT",
                      help="only presets whose name or description contains TEXT (any case), e.g. h100, amd, apple")
     pre.add_argument("--min-memory", metavar="SIZE",
                      help="only GPUs with at least SIZE of memory, e.g. 24GB or 80GiB (a unit is required)")
 
-    doc = sub.add_parser("docs", help="the formula reference, generated from the rules")
+    doc = command("docs", help="the formula reference, generated from the rules")
     doc.add_argument("--format", default="md", choices=["md", "latex", "html"],
                      help="Markdown (default), a standalone LaTeX document or one HTML page with MathML")
     doc.add_argument("--out", metavar="DIR", help="write DIR/reference.{md,tex,html} (default: print it)")
     doc.add_argument("--check", action="store_true",
                      help="exit 1 if the reference in --out (default: the repository's docs/) is stale")
 
-    plt = sub.add_parser("plot", parents=[common], help="memory breakdown against seq_len or micro_batch (PNG)")
+    plt = command("plot", parents=[common], help="memory breakdown against seq_len or micro_batch (PNG)")
     plt.add_argument("model", metavar="MODEL")
     plt.add_argument("--x", required=True, choices=["seq_len", "micro_batch"], help="the variable on the x axis")
     plt.add_argument("--range", required=True, metavar="LOW:HIGH", help="its values, e.g. 512:131072")
     plt.add_argument("--gpu", help="a GPU preset: draws its capacity and the largest value that fits")
     plt.add_argument("--capacity", metavar="BYTES")
     plt.add_argument("--out", metavar="FILE", help="image file (default: MODEL-X.png; .svg and .pdf work too)")
-    cmp = sub.add_parser("compile", parents=[common],
+    cmp = command("compile", parents=[common],
                          help="rules as a program of the names that vary: Python (exact), numpy or JavaScript source")
     cmp.add_argument("model", metavar="MODEL")
     cmp.add_argument("--gpu")
@@ -190,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--target", default="python", choices=["python", "numpy", "js"],
                      help="python: exact ints and fractions; numpy: float64 over arrays; js: exact rationals (BigInt)")
     cmp.add_argument("--out", metavar="FILE", help="write the program here (default: print it)")
-    web = sub.add_parser("web", help="the calculator as a static web page (HTML, script, style), generated from the rules")
+    web = command("web", help="the calculator as a static web page (HTML, script, style), generated from the rules")
     web.add_argument("--out", required=True, metavar="DIR", help="write DIR/index.html (and, with --separate, "
                      "DIR/memform.js and DIR/memform.css)")
     web.add_argument("--rules", action="append", default=[], metavar="FILE",
@@ -203,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     web.add_argument("--config", dest="configs", action="append", default=[], metavar="CONFIG",
                      help="a Hugging Face config.json (a path or an org/name id), a model of the page beside the "
                           "presets, read as 'memform estimate CONFIG' reads it (repeatable)")
-    msr = sub.add_parser("measure", help="measure a real PyTorch model (needs torch) beside memform's prediction")
+    msr = command("measure", help="measure a real PyTorch model (needs torch) beside memform's prediction")
     msr.add_argument("model", metavar="MODEL_OR_CONFIG", help="a model preset or a Hugging Face config.json")
     msr.add_argument("--set", dest="sets", action="extend", nargs="+", default=[], metavar="NAME=VALUE",
                      help="inputs and options: micro_batch, seq_len, precision (fp32, bf16; bf16_mixed runs the forward under torch.autocast), attention "
@@ -211,7 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "checkpoints the first recompute_num_layers layers, uniform groups of that many), optimizer")
     msr.add_argument("--rules", action="append", default=[], metavar="FILE")
     msr.add_argument("--json", action="store_true", help="print JSON")
-    cal = sub.add_parser("calibrate", help="fit the per-layer activation coefficients to measurements (needs torch)")
+    cal = command("calibrate", help="fit the per-layer activation coefficients to measurements (needs torch)")
     cal.add_argument("model", metavar="MODEL_OR_CONFIG", help="a model preset or a Hugging Face config.json")
     cal.add_argument("--set", dest="sets", action="extend", nargs="+", default=[], metavar="NAME=VALUE",
                      help="precision (fp32, bf16; bf16_mixed runs the forward under torch.autocast), attention (eager, flash = sdpa) and the architecture")
@@ -523,7 +537,7 @@ def _print_plan(args, rows: list, listed: list, out) -> int:
     for r in listed:
         table.add_row(str(r.tp), str(r.pp), str(r.dp), str(r.zero_stage), r.recompute, str(r.micro_batch),
                       gb(r.total), gb(r.headroom))
-    Console(file=out, width=120, highlight=False).print(table)
+    Console(file=out, width=120, highlight=False, emoji=False).print(table)
     return 0
 
 
@@ -562,7 +576,7 @@ def cmd_names(args, out) -> int:
         table.add_column(col, overflow="fold")
     for r in rows:
         table.add_row(*(Text(x) for x in (r.name, r.kind, r.unit, r.default, r.doc)))
-    Console(file=out, width=max(120, Console().width), highlight=False).print(table)
+    Console(file=out, width=max(120, Console().width), highlight=False, emoji=False).print(table)
     return 0
 
 
@@ -831,7 +845,7 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
     as_json = "--json" in options  # until the arguments are parsed: an argparse error
     try:
         try:
-            args = build_parser().parse_args(argv)
+            args = build_parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
             as_json = getattr(args, "json", False)
             if args.command in ANSWERED:
                 return _answered(args, out)

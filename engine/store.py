@@ -42,7 +42,9 @@ from fractions import Fraction
 from pathlib import Path
 
 from .paths import data_path, grammar_path
-import tempfile  # mkstemp: O_CREAT | O_EXCL | O_NOFOLLOW, mode 0o600
+from .lazy import lazy
+
+tempfile = lazy("tempfile")  # mkstemp: O_CREAT | O_EXCL | O_NOFOLLOW, mode 0o600 (a write only)
 
 _ENGINE = Path(__file__).resolve().parent
 
@@ -69,16 +71,26 @@ def fingerprint(folder: Path, grammar: Path) -> str:
         h.update(path.name.encode())
         h.update(path.read_bytes())
     for path in sorted(_ENGINE.rglob("*.py")):  # every stage of the engine (engine/*/...)
+        if path.relative_to(_ENGINE).parts[0] == "_built":  # what is built from them (a parser)
+            continue
         h.update(path.relative_to(_ENGINE).as_posix().encode())
         h.update(path.read_bytes())
     return h.hexdigest()[:32]
 
 
+_KEYS: dict = {}  # the fingerprint of each source folder, taken once per process
+
+
 def source_key() -> str | None:
-    """The :func:`fingerprint` of the shipped library, or None with the cache off."""
+    """The :func:`fingerprint` of the shipped library, or None with the cache off.  It is
+    taken once per process (a command asks for it several times, and the sources do not
+    change under a running command)."""
     if os.environ.get("MEMFORM_NO_CACHE"):
         return None
-    return fingerprint(data_path("formulas"), grammar_path())
+    folders = (data_path("formulas"), grammar_path())
+    if folders not in _KEYS:
+        _KEYS[folders] = fingerprint(*folders)
+    return _KEYS[folders]
 
 
 # ---------------------------------------------------------------- the directory
@@ -282,7 +294,7 @@ def building(folder: Path):
     first) in the package's format, and nothing is read from the user's cache."""
     global _BUILDING
     folder.mkdir(parents=True, exist_ok=True)
-    for old in folder.glob("*.json"):
+    for old in [*folder.glob("*.json"), *folder.glob("lalr_*.py")]:
         old.unlink()
     _BUILDING = folder
     try:

@@ -21,7 +21,8 @@ from engine.answers import quick as fast
 from engine.compile import trees
 from engine.cli import build_parser, main
 from engine.compile.model import Scenario
-from engine.paths import data_path, grammar_path
+from engine.lang import grammar
+from engine.paths import DOC_FILES, data_path, grammar_path
 
 ROOT = Path(__file__).resolve().parent.parent
 ESTIMATE = ["estimate", "llama2-7b", "--gpu", "h100-80g", "--set", "zero_stage=3", "--set", "dp=8"]
@@ -60,7 +61,11 @@ def test_cache_is_private_plain_data_and_reused(cache_home):
         header, body = p.read_bytes().split(b"\n", 1)
         assert header.startswith(cache.MAGIC)
         json.loads(body)  # plain JSON
-    assert trees._read("compiled", cache.source_key())["rules"].keys() == first.rules.keys()
+    kept = trees._read("compiled", cache.source_key())["rules"]
+    assert kept.keys() == first.rules.keys()
+    # each rule's tree is kept as text and decoded when asked for: the same trees as compiled
+    assert isinstance(kept, trees.Kept) and not kept._trees
+    assert dict(kept.items()) == compiler.compile_library(first)["rules"]
     before = path.stat().st_mtime_ns
     second = engine.load()
     assert path.stat().st_mtime_ns == before  # found as it should be: not rewritten
@@ -164,7 +169,8 @@ def _edit(path: Path, change, fixup: bool) -> None:
 
 
 def _one_byte_weights(data):
-    data["rules"]["weights"] = data["rules"]["weights"][:2] + (("n", Fraction(1)),)
+    tree = cache.decode(data["rules"]["weights"])  # each rule's tree is kept as its own text
+    data["rules"]["weights"] = json.dumps(cache.encode(tree[:2] + (("n", Fraction(1)),)))
 
 
 def _one_byte_formulas(data):
@@ -404,15 +410,23 @@ def test_files_built_with_the_package_answer_the_first_run(tmp_path):
     env.update(PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(tmp_path / "unused"))
     subprocess.run([sys.executable, "-c", _build_hook.BUILD, str(built)], cwd=ROOT, env=env, check=True)
     key = cache.source_key()
-    assert sorted(p.name for p in built.iterdir()) == [f"{k}-{key}.json" for k in ("compiled", "grammar", "library")]
+    names = sorted(p.name for p in built.iterdir())
+    assert [n for n in names if not n.startswith("docs-")] == [
+        f"compiled-{key}.json", f"grammar-{key}.json", grammar.standalone_name(), f"library-{key}.json"]
+    assert len([n for n in names if n.startswith(f"docs-{key}")]) == len(DOC_FILES)  # md, LaTeX, HTML
     assert not (tmp_path / "unused").exists()  # the build wrote into the package's folder alone
     expected = io.StringIO()
     assert main([*ESTIMATE, "--json"], expected) == 0
     first = dict(env, XDG_CACHE_HOME=str(tmp_path / "first"), MEMFORM_BUILT=str(built))
-    proc = subprocess.run([sys.executable, "-c", _driver(*ESTIMATE, "--json")], cwd=ROOT, env=first,
-                          capture_output=True, text=True, check=True)
-    assert proc.stdout == expected.getvalue() + "0 False\n"
+    proc = subprocess.run([sys.executable, "-c", _driver(*ESTIMATE, "--json") + "\nprint('lark.lark' in sys.modules)"],
+                          cwd=ROOT, env=first, capture_output=True, text=True, check=True)
+    # the --set values were read by the stand-alone parser built with the package: lark not imported
+    assert proc.stdout == expected.getvalue() + "0 False\nFalse\n"
     assert not list((tmp_path / "first").rglob("library-*.json"))  # nothing was built
+    # the formula reference, rendered while building (sympy takes half a minute), as committed
+    proc = subprocess.run([sys.executable, "-c", _driver("docs")], cwd=ROOT, env=first,
+                          capture_output=True, text=True, check=True)
+    assert proc.stdout == (ROOT / "docs" / "reference.md").read_text(encoding="utf-8") + "0 False\n"
     # a damaged file is not believed: the answer is built (and kept in the user's cache)
     path = built / f"compiled-{key}.json"
     raw = path.read_bytes()

@@ -181,10 +181,11 @@ def test_plan_without_sympy_is_the_full_paths(lib, compiled, monkeypatch, tmp_pa
 
 
 def test_solve_without_sympy_is_the_full_paths(lib, compiled, monkeypatch, tmp_path):
-    """``memform solve`` of a preset's micro_batch or seq_len from the compiled form
+    """``memform solve`` of a preset's micro_batch, seq_len or dp from the compiled form
     (quick.solve: the shared search over the exact total, the closed form written out where the
-    total is linear in the unknown) answers what the full path answers, field for field, or
-    not at all: every model preset, both unknowns, random settings, steps and multiples."""
+    total is linear in the unknown, or one term over it) answers what the full path answers,
+    field for field, or not at all: every model preset, the three unknowns, random settings,
+    steps and multiples."""
     from engine.cli import build_parser
     from engine.answers import solve as solving
     from engine.library import layout
@@ -200,7 +201,15 @@ def test_solve_without_sympy_is_the_full_paths(lib, compiled, monkeypatch, tmp_p
               ["--set", "tp=3"], ["--set", "tp=3", "--no-divisibility"], ["--target", "activations"]]
     cases = [(m, u, rng.choice(["max", "max", "min"]), rng.choice(["h100-80g", "h200-141g", "mi300x"]),
               rng.choice(extras)) for m in models for u in ("micro_batch", "seq_len")]
+    # dp: the state ZeRO shards is c n_params / dp, the closed form a quotient (reciprocal_root)
+    zero = [["--set", "zero_stage=1"], ["--set", "zero_stage=2", "--set", "seq_len=8192"],
+            ["--set", "zero_stage=3"], ["--set", "zero_stage=3", "--set", "recompute=full"],
+            ["--set", "zero_stage=3", "--set", "stack=fsdp2"], ["--set", "zero_stage=1", "--set", "stack=megatron"],
+            ["--set", "zero_stage=3", "--set", "finetune=lora"], ["--set", "zero_stage=3", "--multiple-of", "8"],
+            ["--set", "zero_stage=3", "--step", "pow2"], ["--set", "zero_stage=3", "--set", "offload=optimizer"]]
+    cases += [(m, "dp", "min", rng.choice(["h100-80g", "h200-141g", "mi300x"]), rng.choice(zero)) for m in models]
     answered = closed = feasible = 0
+    by_dp = [0]
     for model, unknown, direction, gpu, extra in cases:
         argv = ["solve", direction, unknown, model, "--gpu", gpu, *extra]
         args = build_parser().parse_args(argv)
@@ -221,7 +230,9 @@ def test_solve_without_sympy_is_the_full_paths(lib, compiled, monkeypatch, tmp_p
         assert (quick.to_json(), quick.closed_value) == (full.to_json(), full.closed_value), argv
         answered += 1
         closed += quick.method == "closed-form"
+        by_dp[0] += unknown == "dp" and quick.method == "closed-form"
     assert answered > feasible // 2 and closed > feasible // 4  # the comparison is not vacuous
+    assert by_dp[0] > len(models) // 3  # nor for dp's quotients
 
 
 @given(st.dictionaries(st.tuples(*[st.integers(0, 3)] * 3),
@@ -338,6 +349,30 @@ def test_cli_output_is_the_full_paths(argv, as_json, tmp_path, monkeypatch):
         assert json.loads(quick)["total_bytes"] > 0
 
 
+def test_a_column_is_kept_under_the_values_it_read(tmp_path, monkeypatch):
+    """A formula column written out without sympy is kept under the values its expansion read:
+    an estimate with another value of a name it never read (dp without ZeRO) prints it without
+    writing it out again, one with another value of a name it read (dp under ZeRO-3) writes it
+    anew, and every table is the full path's."""
+    monkeypatch.chdir(tmp_path)  # no file named like a preset
+    written = []
+    real = fast._column
+    base = ["estimate", "llama2-7b", "--gpu", "h100-80g"]
+
+    def table(*sets, use_fast=True):
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+        monkeypatch.delenv("MEMFORM_NO_CACHE", raising=False)
+        if use_fast:
+            monkeypatch.setattr(fast, "_column", lambda *a, **k: written.append(sets) or real(*a, **k))
+        return _run(base + [a for t in sets for a in ("--set", t)], monkeypatch, use_fast)
+
+    table("dp=3", use_fast=False)  # the cache warm (and this column kept by the full path)
+    quick = {sets: table(*sets) for sets in [("dp=5",), ("dp=7",), ("zero_stage=3", "dp=5"), ("zero_stage=3", "dp=7")]}
+    assert written == [("dp=5",), ("zero_stage=3", "dp=5"), ("zero_stage=3", "dp=7")]
+    for sets, text in quick.items():
+        assert text == table(*sets, use_fast=False), sets
+
+
 def test_estimate_does_not_import_sympy_with_a_warm_cache(tmp_path):
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path), PYTHONPATH=str(ROOT))
     env.pop("MEMFORM_NO_CACHE", None)
@@ -386,15 +421,16 @@ def test_show_solve_plan_and_docs_answer_again_without_sympy(tmp_path):
         assert rc == 0 and imported and full.strip()
         # derived, and kept; plan of a preset lists its layouts, and solve finds its micro_batch,
         # from the compiled form (which the commands before built) without sympy
-        compiled_form = argv[0] == "plan" or argv[:3] == ["solve", "max", "micro_batch"]
+        compiled_form = argv[0] == "plan" or argv[:3] in (["solve", "max", "micro_batch"], ["solve", "min", "dp"])
         assert run(argv) == [0, not compiled_form, full], argv
         assert run(argv) == [0, False, full], argv  # the kept text
     # another value is derived anew (and kept in its turn); show of a polynomial is written out
-    # from the compiled form, with sympy nowhere, and so is solve's linear closed form
-    assert run(ANSWERED[3] + ["--set", "seq_len=2048"])[:2] == [0, True]
+    # from the compiled form, with sympy nowhere, and so are solve's closed forms: linear in
+    # micro_batch, one term over dp
+    assert run(ANSWERED[1] + ["--set", "seq_len=2048"])[:2] == [0, True]  # LaTeX: sympy's printer
     assert run(ANSWERED[0] + ["--set", "tp=2"])[:2] == [0, False]
-    new_value = ANSWERED[2] + ["--set", "seq_len=8192"]
-    assert run(new_value) == [0, False, run(new_value, MEMFORM_NO_CACHE="1")[2]]
+    for new_value in (ANSWERED[2] + ["--set", "seq_len=8192"], ANSWERED[3] + ["--set", "seq_len=2048"]):
+        assert run(new_value) == [0, False, run(new_value, MEMFORM_NO_CACHE="1")[2]]
     # plan of a preset with a new GPU count: its layouts from the compiled form, as the full path
     # lists them
     new_count = ANSWERED[4][:5] + ["48", "--top", "5"]

@@ -28,10 +28,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from fractions import Fraction
 from pathlib import Path
 from types import SimpleNamespace
 
-from ..compile.columns import Polynomials, linear_root, root_text, text
+from ..compile.columns import Polynomials, linear_root, quotient_text, reciprocal_root, root_text, text
 from ..compile.exact import Evaluator, bindings, evaluate_rules
 from ..compile.outline import (FIT_RULE, OPAQUE_RULES, SHOWN_INPUTS, SIZES, TOP_LEVEL,
                                TOTAL_OPAQUE, check_usable, extra_rules)
@@ -59,6 +60,9 @@ def _refuse_broken(values: dict, known: dict) -> None:
 
 #: the most combinations of options whose formula column is kept
 MAX_FORMULAS = 1000
+#: the most columns kept under the values they depend on (a small file: reading it is cheaper
+#: than writing the column out again)
+MAX_COLUMNS = 32
 
 
 def report(args) -> Report | None:
@@ -87,7 +91,8 @@ def report(args) -> Report | None:
         formulas = {}
         if not args.json:
             stored = _read("formulas", key)
-            formulas = (stored and stored["formulas"].get(_formula_key(values))) or _column(compiled, values, parts)
+            formulas = ((stored and stored["formulas"].get(_formula_key(values)))
+                        or _kept_column(key, values) or _column(compiled, values, parts, key))
             if not formulas or any(n not in formulas for n in (*parts, "total")):
                 return None
         capacity = exact[FIT_RULE] if fit else values.get("capacity")
@@ -99,17 +104,54 @@ def report(args) -> Report | None:
         return None  # whatever the cause (a figure out of range ...), the full path answers or reports it
 
 
-def _column(compiled: dict, values: dict, parts) -> dict | None:
+def _column(compiled: dict, values: dict, parts, key: str | None = None) -> dict | None:
     """The formula column where every formula in it is a polynomial (:mod:`engine.compile.columns`),
-    else None: the full path derives it with sympy."""
+    else None: the full path derives it with sympy.  With the cache's ``key`` it is kept under
+    the values it was written out from (:func:`_kept_column`)."""
     fixed, pins = bindings(compiled, values)
     try:
-        each = Polynomials(compiled, fixed, pins, SHOWN_INPUTS, OPAQUE_RULES)
+        each = Polynomials(compiled, fixed, pins, SHOWN_INPUTS, OPAQUE_RULES, then=TOTAL_OPAQUE)
         column = {name: text(each.rule(name)) for name in parts}
-        column["total"] = text(Polynomials(compiled, fixed, pins, SHOWN_INPUTS, TOTAL_OPAQUE).rule("total"))
+        column["total"] = text(each.then().rule("total"))
     except (Unsupported, ArithmeticError, ValueError, RecursionError):
         return None
+    if key is not None:
+        _keep_column(key, tuple(sorted(each.read - set(SHOWN_INPUTS))), values, column)
     return column
+
+
+# A column written out from the compiled trees depends only on the values its expansion read
+# (the options that decided its branches, the numbers it substituted, the rules it expanded
+# and whether each is pinned): it is kept under those alone, so that an estimate with a value it
+# never read (dp without ZeRO, a GPU of another size) prints it without writing it out again.
+# ``micro_batch`` and ``seq_len`` stay names in it (their values are never read).
+
+def _depends(names: tuple, values: dict) -> tuple:
+    return tuple(str(values.get(n)) for n in names)  # a rule not pinned: 'None'
+
+
+def _kept_column(key: str, values: dict) -> dict | None:
+    """The column kept for the values it depends on, or None."""
+    stored = _read("columns", key)
+    if stored is None:
+        return None
+    for names, columns in stored["columns"].items():
+        column = columns.get(_depends(names, values))
+        if column is not None:
+            return column
+    return None
+
+
+def _keep_column(key: str, names: tuple, values: dict, column: dict) -> None:
+    stored = _read("columns", key) or {"columns": {}}
+    kept = stored["columns"]
+    kept.setdefault(names, {})[_depends(names, values)] = column
+    while sum(len(c) for c in kept.values()) > MAX_COLUMNS:
+        oldest = next(iter(kept))
+        del kept[oldest][next(iter(kept[oldest]))]
+        if not kept[oldest]:
+            del kept[oldest]
+    _write("columns", key, {"columns": kept})
 
 
 def _values(compiled: dict, args) -> dict:
@@ -276,18 +318,19 @@ def plan(args) -> tuple[list, list] | None:
 
 
 #: the unknowns :func:`solve` answers (no layout constraint: a search over every whole value)
-SOLVED = SHOWN_INPUTS
+SOLVED = (*SHOWN_INPUTS, "dp")
 #: the most bits of a value the compiled solve works with (the full path bounds the rest)
 SOLVE_BITS = 256
 
 
 def solve(args) -> search.SolveResult | None:
-    """What ``memform solve max|min micro_batch|seq_len`` answers for a preset, from the
+    """What ``memform solve max|min micro_batch|seq_len|dp`` answers for a preset, from the
     compiled library: the same candidates, monotonicity grid and bisection as
     :func:`engine.answers.solve.solve` over the exact target, and its closed form where the
-    target is linear in the unknown (:func:`engine.compile.columns.linear_root`, written as
-    sympy writes it); or None: the full path answers, with its errors and the forms sympy
-    finds."""
+    target is linear in the unknown (:func:`engine.compile.columns.linear_root`) or has one
+    term over it, the state ZeRO shards over dp (:func:`engine.compile.columns.reciprocal_root`),
+    written as sympy writes it; or None: the full path answers, with its errors and the forms
+    sympy finds."""
     unknown, direction, step, k = args.unknown, args.direction, args.step, args.multiple_of
     if (getattr(args, "rules", None) or unknown not in SOLVED or direction not in ("max", "min")
             or step not in ("1", "pow2") or type(k) is not int or not 1 <= k <= search.UPPER):
@@ -325,7 +368,8 @@ def solve(args) -> search.SolveResult | None:
         if value(cand(i_lo) if increasing else cand(i_hi)) > capacity:
             return None  # the full path says what does not fit
         answer, nxt = search.bisect(lambda x: value(x) <= capacity, direction, cand, i_lo, i_hi)
-        closed_form, closed = _closed_form(compiled, values, unknown, args.target, capacity, direction, k, step)
+        closed_form, closed = _closed_form(compiled, values, unknown, args.target, capacity, direction, k, step,
+                                           answer)
         return search.SolveResult(unknown, direction, answer, closed_form, value(answer),
                                   None if nxt is None else value(nxt), nxt,
                                   search.method(closed_form, unknown, closed, answer), closed, capacity,
@@ -340,21 +384,29 @@ def _bits(v) -> int:
     return max(abs(v.numerator).bit_length(), v.denominator.bit_length()) if not isinstance(v, str) else 0
 
 
-def _closed_form(compiled, values, unknown, target, capacity, direction, k, step) -> tuple[str, int | None]:
+def _closed_form(compiled, values, unknown, target, capacity, direction, k, step, answer) -> tuple[str, int | None]:
     """The closed form :func:`engine.answers.solve.solve` prints and the whole value it gives,
-    where the target is linear in the unknown; Unsupported where sympy is needed to say."""
+    where the target is linear in the unknown or one term over it, on the branches active at
+    the answer (as the full path takes them); Unsupported where sympy is needed to say."""
     fixed, pins = bindings(compiled, values)
     keep = tuple(dict.fromkeys((unknown, *SHOWN_INPUTS)))
-    ratio, num, m = linear_root(Polynomials(compiled, fixed, pins, keep, ("n_params",)).rule(target),
-                                unknown, FIT_RULE)
-    known = {FIT_RULE: capacity, "n_params": evaluate_rules(compiled, values, ["n_params"])["n_params"]}
-    for name, _ in m:
-        known[name] = values[name]
-    root = ratio * sum(c * _product(mono, known) for mono, c in num.items()) / _product(m, known)
+    point = {n: values[n] for n in keep if n in values} | {unknown: answer}
+    poly = Polynomials(compiled, fixed, pins, keep, ("n_params",), point=point).rule(target, over=(unknown,))
+    known = {FIT_RULE: capacity, "n_params": evaluate_rules(compiled, values, ["n_params"])["n_params"],
+             **{n: values[n] for n in SHOWN_INPUTS if n != unknown}}
+    if any(e < 0 for mono in poly for n, e in mono if n == unknown):  # c m / dp: ZeRO's shards
+        a, m, den = reciprocal_root(poly, unknown, FIT_RULE)
+        bottom = sum(c * _product(mono, known) for mono, c in den.items())
+        root = Fraction(a * _product(m, known)) / bottom if bottom else Fraction(-1)
+        shown = quotient_text(a, m, den)
+    else:
+        ratio, num, m = linear_root(poly, unknown, FIT_RULE)
+        root = ratio * sum(c * _product(mono, known) for mono, c in num.items()) / _product(m, known)
+        shown = root_text(ratio, num, m)
     if step != "1" or root <= 0:
         return f"{target}({unknown}) <= usable_memory", None
     whole = (root // k if direction == "max" else -(-root // k)) * k
-    return f"{unknown} {'<=' if direction == 'max' else '>='} {root_text(ratio, num, m)}", int(whole)
+    return f"{unknown} {'<=' if direction == 'max' else '>='} {shown}", int(whole)
 
 
 def _product(monomial: tuple, known: dict):

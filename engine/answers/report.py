@@ -159,7 +159,7 @@ class Report:
 
     def print_table(self, out) -> None:
         """The breakdown as a rich table, then the notes (peak, offload, fit)."""
-        console = Console(file=out, width=max(120, Console().width), highlight=False, markup=False)
+        console = Console(file=out, width=max(120, Console().width), highlight=False, markup=False, emoji=False)
         v = self.values
         console.print(Text(self.title()), soft_wrap=True)
         table = Table()

@@ -135,7 +135,7 @@ class Serving:
                 "inputs": {n: (v if isinstance(v, str) else json_number(v)) for n, v in sorted(values.items())}}
 
     def print_table(self, out) -> None:
-        console = Console(file=out, width=120, highlight=False, markup=False)
+        console = Console(file=out, width=120, highlight=False, markup=False, emoji=False)
         v, r = self.scenario.values, self.rules
         engine = ENGINES[self.engine]
         shown = ", ".join(f"{label}={_setting(v[name] if name in v else r[name])}" for label, name in engine.header)

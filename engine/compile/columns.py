@@ -49,6 +49,18 @@ def _constant(p: Poly) -> Fraction:
     return p.get((), Fraction(0))
 
 
+def _value_at(p: Poly, point: dict) -> Fraction:
+    """The value of a polynomial at ``point``; Unsupported where it names another name."""
+    total = Fraction(0)
+    for m, c in p.items():
+        for n, e in m:
+            if n not in point:
+                raise Unsupported(f"'{n}' where a number is needed")
+            c *= Fraction(point[n]) ** e
+        total += c
+    return total
+
+
 def _add(p: Poly, q: Poly) -> Poly:
     out = dict(p)
     for m, c in q.items():
@@ -105,7 +117,8 @@ class Polynomials:
     codes, numbers) and the rules in ``pins`` pinned: :func:`engine.answers.estimate.formula`'s
     expansion, rule by rule."""
 
-    def __init__(self, compiled: dict, fixed: dict, pins: dict, keep: tuple, opaque: tuple):
+    def __init__(self, compiled: dict, fixed: dict, pins: dict, keep: tuple, opaque: tuple, then: tuple = (),
+                 point: dict | None = None):
         self.rules = compiled["rules"]
         self.pins = {n: _const(v) for n, v in pins.items()}
         self.opaque = frozenset(opaque)
@@ -113,23 +126,59 @@ class Polynomials:
         self.env.update({n: {((n, 1),): Fraction(1)} for n in keep})
         self.memo: dict = {}  # the rules written out in env (an opaque one only as asked for)
         self.nonnegative = nonnegative(compiled, keep)
+        self.whole_positive = frozenset(  # kept inputs whose sympy symbols are positive integers
+            n for n in self.nonnegative if compiled["inputs"][n][1]
+            and (compiled["inputs"][n][2] > 0 or compiled["inputs"][n][3]))
+        # what :meth:`then` shares: the expansions that met no name opaque here but not in ``then``
+        self._later = frozenset(then)
+        self._met = 0  # names met that stay names here and not in ``then``
+        self._own: set = set()  # memo entries that hold one of them (this object's alone)
+        #: every input, option and rule the expansions so far have read: the values they depend on
+        self.read: set = set()
+        #: values of kept names that decide a condition on them (the branch active there, as
+        #: :func:`engine.answers.solve._active_branch` takes it); None: such a condition is declined
+        self.point = point
 
-    def rule(self, name: str) -> Poly:
-        """``name`` written out (a rule of ``opaque`` too, though the rules it uses stay names)."""
+    def then(self) -> "Polynomials":
+        """The same rules with only the names ``then`` (given when this was made) opaque: the
+        expansions already written out that hold no other opaque name are the same there, and
+        are shared (the total's column inlines what the components' columns keep as names)."""
+        other = Polynomials.__new__(Polynomials)
+        other.__dict__.update(self.__dict__)
+        other.opaque = self._later
+        other.memo = {n: p for n, p in self.memo.items() if n not in self._own}
+        other._met, other._own = 0, set()
+        return other
+
+    def _name(self, name: str) -> Poly:
+        """``name`` kept as a name."""
+        if name not in self._later:
+            self._met += 1
+        return {((name, 1),): Fraction(1)}
+
+    def rule(self, name: str, over: tuple = ()) -> Poly:
+        """``name`` written out (a rule of ``opaque`` too, though the rules it uses stay names);
+        only the names in ``over`` may divide it."""
         p = self._expand(name, self.env, self.memo, top=True)
-        if isinstance(p, bool) or any(e < 0 for m in p for _, e in m):
+        if isinstance(p, bool) or any(e < 0 and n not in over for m in p for n, e in m):
             raise Unsupported("not a polynomial")
         return p
 
     def _expand(self, name: str, env: dict, memo: dict, top: bool = False) -> Poly:
+        self.read.add(name)  # pinned or not, its value or its rule decides what follows
         if name in self.pins:
-            return self.pins[name] if name not in self.opaque or top else {((name, 1),): Fraction(1)}
+            return self.pins[name] if name not in self.opaque or top else self._name(name)
         if name in self.opaque and not top:
-            return {((name, 1),): Fraction(1)}
+            return self._name(name)
         if name not in memo:
             if name not in self.rules:
                 raise Unsupported(f"no rule {name!r}")
+            before = self._met
             memo[name] = self._node(self.rules[name][2], env, memo)
+            if self._met != before and memo is self.memo:
+                self._own.add(name)
+        elif memo is self.memo and name in self._own:
+            self._met += 1  # what holds it holds the name too
         return memo[name]
 
     def _node(self, t: tuple, env: dict, memo: dict):
@@ -139,6 +188,7 @@ class Polynomials:
         if op == "b":
             return t[1]
         if op == "v":
+            self.read.add(t[1])
             if t[1] not in env:
                 raise Unsupported(f"'{t[1]}' has no value")
             return env[t[1]]
@@ -185,6 +235,8 @@ class Polynomials:
                 out = _mul(out, a)
             return out
         if op in _RELATIONS:
+            if self.point is not None and any(m for a in args for m in a):
+                return _RELATIONS[op](_value_at(args[0], self.point), _value_at(args[1], self.point))
             return _RELATIONS[op](_constant(args[0]), _constant(args[1]))
         if op in ("max", "min"):
             return self._extreme(op, args)
@@ -203,7 +255,17 @@ class Polynomials:
         raise Unsupported(f"a {op} that depends on a kept name")
 
     def _at_least(self, p: Poly, q: Poly) -> bool:
-        return all(c >= 0 and all(n in self.nonnegative for n, _ in m) for m, c in _add(p, _neg(q)).items())
+        d = _add(p, _neg(q))
+        if all(c >= 0 and all(n in self.nonnegative for n, _ in m) for m, c in d.items()):
+            return True
+        # one term in kept names that are whole and positive (so at least 1) and a negative number:
+        # sympy decides c m + c0 >= 0 where c + c0 >= 0 (max(1, dp) is dp, max(2, 2 dp) is 2 dp),
+        # though not for more terms (max(1, x + y) stays)
+        terms = [(m, c) for m, c in d.items() if m]
+        if len(terms) != 1 or d.get((), 0) >= 0:
+            return False
+        (m, c), = terms
+        return c > 0 and all(n in self.whole_positive and e > 0 for n, e in m) and c + d[()] >= 0
 
     @staticmethod
     def _truth(value) -> bool:
@@ -275,6 +337,48 @@ def linear_root(p: Poly, x: str, rhs: str) -> tuple[Fraction, Poly, tuple]:
     content = Fraction(math.gcd(*(v.numerator for v in num.values())),
                        math.lcm(*(v.denominator for v in num.values())))
     return content / c, {k: int(v / content) for k, v in num.items()}, m
+
+
+def reciprocal_root(p: Poly, x: str, rhs: str) -> tuple[int, tuple, Poly]:
+    """The root of ``p = rhs`` in ``x``, for ``p`` whose one term in ``x`` is a positive
+    ``c m / x`` (the state ZeRO shards over dp) and whose other terms are free of ``x``: ``x =
+    c m / (rhs - rest)``, as sympy's ``simplify`` writes it, ``a m / D`` with ``a`` whole and
+    ``D`` a polynomial of two terms or more with whole coprime coefficients, its first term in
+    ``lex`` order positive (anything else: Unsupported).
+
+    >>> reciprocal_root({(("n_params", 1), ("x", -1)): Fraction(88, 5), (("s", 1),): Fraction(3),
+    ...                  (): Fraction(7, 5)}, "x", "u")
+    (-88, (('n_params', 1),), {(('s', 1),): 15, (): 7, (('u', 1),): -5})
+    """
+    over, rest = {}, {}
+    for m, c in p.items():
+        e = dict(m).get(x, 0)
+        if e == 0:
+            rest[m] = c
+        elif e == -1:
+            over[tuple((n, k) for n, k in m if n != x)] = c
+        else:
+            raise Unsupported(f"not a root sympy writes as a quotient in {x}")
+    if len(over) != 1:
+        raise Unsupported(f"not one term over {x}")
+    (m, c), = over.items()
+    den = _add(rest, {((rhs, 1),): Fraction(-1)})  # x = -c m / (rest - rhs)
+    if c <= 0 or len(den) < 2:
+        raise Unsupported("a root sympy writes otherwise")
+    scale = math.lcm(c.denominator, *(v.denominator for v in den.values()))
+    content = math.gcd((c * scale).numerator, *((v * scale).numerator for v in den.values()))
+    a = -int(c * scale / content)
+    den = {k: int(v * scale / content) for k, v in den.items()}
+    names = sorted({n for k in den for n, _ in k})
+    first = max(den, key=lambda k: tuple(dict(k).get(n, 0) for n in names))
+    if den[first] < 0:  # sympy keeps the denominator's leading coefficient positive
+        a, den = -a, {k: -v for k, v in den.items()}
+    return a, m, den
+
+
+def quotient_text(a: int, m: tuple, den: Poly) -> str:
+    """A :func:`reciprocal_root` as ``sympy.sstr`` prints it."""
+    return f"{_term(m, Fraction(a))}/({text(den, order='lex')})"
 
 
 def root_text(ratio: Fraction, num: Poly, m: tuple) -> str:

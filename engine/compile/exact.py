@@ -121,7 +121,7 @@ class Evaluator:
         self.rules = (rules,) if self._one else tuple(rules)
         self.varying = tuple(varying)
         self._options = compiled["options"]
-        known = {**compiled["inputs"], **compiled["options"], **compiled["rules"]}
+        known = {*compiled["inputs"], *compiled["options"], *compiled["rules"]}  # names (rules unread)
         for name in (*self.rules, *self.varying, *values):
             if name not in known:
                 raise UnknownNameError(f"unknown name '{name}'", hint=did_you_mean(name, known))

@@ -13,11 +13,45 @@ answers, with its errors.
 """
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+
 from ..lang.constants import MAX_VALUE, Unsupported, parse_value
-from ..store import KEEP_OTHERS, read, source_key, write
+from ..store import KEEP_OTHERS, decode, encode, read, source_key, write
 
 #: the layout of the compiled form; a file of another format is ignored
-FORMAT = 2
+FORMAT = 4
+
+
+#: the parts of the compiled form kept entry by entry, each decoded when first asked for
+#: (:class:`Kept`): a command reads under half of the rules and two of the presets
+KEPT_EACH = ("rules", "presets")
+
+
+class Kept(Mapping):
+    """A part of the compiled form as it is kept (:data:`KEPT_EACH`): each entry's value as the
+    text of its own encoding (:func:`engine.store.encode`), decoded the first time it is asked
+    for.  Decoding every rule's tree took longer than the rest of an answer from them."""
+
+    def __init__(self, texts: dict):
+        self._texts = texts
+        self._trees: dict = {}
+
+    def __getitem__(self, name):
+        try:
+            return self._trees[name]
+        except KeyError:
+            tree = self._trees[name] = decode(self._texts[name])  # KeyError: not a rule
+            return tree
+
+    def __contains__(self, name):
+        return name in self._texts
+
+    def __iter__(self):
+        return iter(self._texts)
+
+    def __len__(self):
+        return len(self._texts)
 
 
 def _key() -> str | None:
@@ -28,7 +62,14 @@ def _read(kind: str, key: str):
     """The stored ``kind`` for sources ``key``, when it is of this format and well formed."""
     stored = read(kind, key)
     if (isinstance(stored, dict) and stored.get("format") == FORMAT and stored.get("key") == key
-            and (kind != "formulas" or _formula_columns(stored.get("formulas")))):
+            and (kind != "formulas" or _formula_columns(stored.get("formulas")))
+            and (kind != "columns" or _dependent_columns(stored.get("columns")))):
+        if kind == "compiled":
+            for part in KEPT_EACH:
+                texts = stored.get(part)
+                if not (isinstance(texts, dict) and all(isinstance(t, str) for t in texts.values())):
+                    return None
+                stored[part] = Kept(texts)
         return stored
     return None
 
@@ -42,7 +83,21 @@ def _formula_columns(formulas) -> bool:
         for k, column in formulas.items())
 
 
+def _dependent_columns(columns) -> bool:
+    """Whether ``columns`` maps the names a column depends on to {their values: the column}
+    (:func:`engine.answers.quick._kept_column`)."""
+    return isinstance(columns, dict) and all(
+        isinstance(names, tuple) and all(isinstance(n, str) for n in names) and isinstance(kept, dict)
+        and all(isinstance(k, tuple) and len(k) == len(names) and all(isinstance(v, str) for v in k)
+                for k in kept)
+        and _formula_columns(kept)
+        for names, kept in columns.items())
+
+
 def _write(kind: str, key: str, data: dict, keep: int = KEEP_OTHERS) -> None:
+    if kind == "compiled":  # each rule's tree and each preset kept as text, read when asked for (Kept)
+        data = dict(data, **{part: {name: json.dumps(encode(value), separators=(",", ":"))
+                                    for name, value in data[part].items()} for part in KEPT_EACH})
     write(kind, key, dict(data, format=FORMAT, key=key), keep)
 
 

@@ -8,11 +8,8 @@ import math
 import operator
 from fractions import Fraction
 
-from ..lazy import lazy
-from .grammar import lark_parser
+from .grammar import value_parser
 from .units import BYTE_UNITS, read_decimal, unit_words
-
-lark = lazy("lark")
 
 #: the most bits an exact value may have (as :data:`engine.compile.model.MAX_BITS`)
 MAX_BITS = 100_000
@@ -37,8 +34,10 @@ def parse_value(text: str, units: bool = False):
     ``units``: also through min, max, ceil and floor, and powers of 0 and 1 with any exponent,
     whose values are exact too: the unit check of :func:`engine.compile.model.parse_setting`, for the
     zeros whose unit sympy drops."""
-    @lark.v_args(inline=True)
-    class Constant(lark.Transformer):
+    runtime, parser = _parser()
+
+    @runtime.v_args(inline=True)
+    class Constant(runtime.Transformer):
         def __default__(self, data, children, meta):
             raise Unsupported(f"'{data}' in a value")
 
@@ -113,14 +112,14 @@ def parse_value(text: str, units: bool = False):
     if len(text) > 10_000:
         raise Unsupported("too long")
     try:
-        return Constant().transform(_parser().parse(text, start="expr"))
+        return Constant().transform(parser.parse(text, start="expr"))
     except Unsupported:
         raise
-    except lark.exceptions.VisitError as exc:  # lark wraps what a callback raises
+    except runtime.VisitError as exc:  # lark wraps what a callback raises
         if isinstance(exc.orig_exc, Unsupported):
             raise exc.orig_exc from None
         raise Unsupported(type(exc.orig_exc).__name__) from None
-    except (lark.exceptions.LarkError, ValueError, ArithmeticError, RecursionError) as exc:  # a syntax error,
+    except (runtime.LarkError, ValueError, ArithmeticError, RecursionError) as exc:  # a syntax error,
         raise Unsupported(type(exc).__name__) from None  # Unsupported wrapped by lark, a huge number
 
 
@@ -180,7 +179,8 @@ _PARSER = None
 
 
 def _parser():
+    """``(runtime, parser)``: :func:`engine.lang.grammar.value_parser`, once per process."""
     global _PARSER
     if _PARSER is None:
-        _PARSER = lark_parser()
+        _PARSER = value_parser()
     return _PARSER

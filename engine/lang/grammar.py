@@ -1,8 +1,19 @@
-"""The rule language's LALR parser, its parse tables kept in the user's cache."""
+"""The rule language's LALR parser: lark's, its parse tables kept in the user's cache, and the
+stand-alone parser the package is built with, which reads a ``--set`` value without importing
+lark."""
 from __future__ import annotations
+
+import hashlib
+import importlib.util
+import io
+import json
+import os
+import sys
+from types import SimpleNamespace
 
 from ..lazy import lazy
 from ..paths import LARK_OPTIONS, grammar_path
+from .. import store
 from ..store import read, source_key, write
 
 lark = lazy("lark")
@@ -26,3 +37,66 @@ def lark_parser():
         data, memo = parser.memo_serialize([lark.lexer.TerminalDef, lark.grammar.Rule])
         write("grammar", key, {"lark": lark.__version__, "data": data, "memo": memo})
     return parser
+
+
+# ---------------------------------------------------------------- the stand-alone parser
+# Importing lark takes half the time an interactive answer should, and a ``--set`` value
+# needs only its LALR runtime.  Lark's own generator (``lark.tools.standalone``) writes that
+# runtime and the grammar's parse tables as one Python module (no pickle: the tables as
+# literals); the package is built with it (engine/_build_hook.py), in engine/_built/, named for
+# a hash of the grammar and the parser's options, so a grammar edited since is never read with
+# it.  It parses exactly as lark does (tests/test_fast.py holds the trees equal); what it
+# cannot parse is an error the full path reports, with lark's.
+
+#: the stand-alone parser's options: lark's for the rule language, with the one start symbol a
+#: value is parsed from (its parse tables are half the size, and it builds twice as fast)
+STANDALONE_OPTIONS = dict(LARK_OPTIONS, start=["expr"])
+
+
+def standalone_name() -> str:
+    """The file name of the stand-alone parser of the grammar as it is now."""
+    digest = hashlib.sha256(grammar_path().read_bytes()
+                            + json.dumps(STANDALONE_OPTIONS, sort_keys=True).encode()).hexdigest()[:32]
+    return f"lalr_{digest}.py"
+
+
+def write_standalone(folder) -> None:
+    """Write the stand-alone parser of the grammar into ``folder`` (while the package is built)."""
+    # lark's generator, imported here: only the package's build runs it (a lazy module of a
+    # submodule would import lark to find it, in every process)
+    from lark.tools.standalone import gen_standalone
+    out = io.StringIO()
+    gen_standalone(lark.Lark(grammar_path().read_text(encoding="utf-8"), **STANDALONE_OPTIONS), out=out)
+    (folder / standalone_name()).write_text(out.getvalue(), encoding="utf-8")
+
+
+def _lark_runtime():
+    return SimpleNamespace(Transformer=lark.Transformer, v_args=lark.v_args,
+                           VisitError=lark.exceptions.VisitError, LarkError=lark.exceptions.LarkError)
+
+
+def value_parser():
+    """``(runtime, parser)`` for constant values: the stand-alone parser the package was built
+    with where it is the current grammar's, else lark's (``runtime`` gives the Transformer,
+    ``v_args``, ``VisitError`` and ``LarkError`` classes that go with the parser)."""
+    if not os.environ.get("MEMFORM_NO_CACHE"):
+        path = store.BUILT / standalone_name()
+        if path.is_file():
+            try:
+                spec = importlib.util.spec_from_file_location("engine._built_lalr", path)
+                module = importlib.util.module_from_spec(spec)
+                # lark takes the optional `regex` module where it is installed, for Unicode
+                # categories, which the grammar has none of: not importing it saves a third of
+                # the parser's start (a module already imported is used as it is)
+                blocked = "regex" not in sys.modules
+                if blocked:
+                    sys.modules["regex"] = None
+                try:
+                    spec.loader.exec_module(module)
+                finally:
+                    if blocked:
+                        del sys.modules["regex"]
+                return module, module.Lark_StandAlone()
+            except Exception:  # noqa: BLE001 -- not a parser after all: lark's below
+                pass
+    return _lark_runtime(), lark_parser()

@@ -189,9 +189,11 @@ def main() -> int:
 
     # 6. interactive commands, cache warm, against the baseline (import numpy): asked
     # again (show, solve and plan print the answer kept from their first run, docs the kept
-    # reference), and with a value not seen before (derived anew)
+    # reference), and with a value not seen before (derived anew). Each run of a command is
+    # paired with a run of the baseline just before it, and the ratio is of the two medians, so
+    # that the load of this shared machine drifting during the benchmark moves both alike.
     import random
-    fresh = iter(random.sample(range(9, 1_000_000), 40))  # values no cache has seen
+    fresh = iter(random.sample(range(2, 2049), 60))  # values no cache has seen (x 8: 16 to 16,384)
     commands = [(["show", "total", "llama2-70b"], None),
                 (["solve", "max", "micro_batch", "llama2-7b", "--gpu", "h100-80g", "--set", "zero_stage=3",
                   "--set", "dp=8", "--set", "seq_len=4096"], None),
@@ -206,24 +208,34 @@ def main() -> int:
                 (["solve", "min", "dp", "llama2-70b", "--gpu", "h100-80g", "--set", "zero_stage=3", "--set",
                   "recompute=full", "--set", "seq_len=N"], "seq_len=N"),
                 (["plan", "llama2-70b", "--gpu", "h100-80g", "--gpus", "N"], "N")]
+    numpy_cmd = [sys.executable, "-c", "import numpy"]
+
+    def timed(cmd) -> float:
+        t = time.perf_counter()
+        subprocess.run(cmd, cwd=ROOT, capture_output=True, check=True)
+        return time.perf_counter() - t
+
     for argv, new in commands:
         if new is None:
             cmd = [sys.executable, "-m", "engine", *argv]
             subprocess.run(cmd, cwd=ROOT, capture_output=True)  # warm
-            t_cmd = wall(cmd, repeat=3)
+            runs = 1 if argv[0] == "check" else 5
             what = "check: 30 checks" if argv[0] == "check" else f"{' '.join(argv[:2])}, asked again"
         else:
-            t_cmd = statistics.median(
-                best(lambda: subprocess.run([sys.executable, "-m", "engine",
-                                             *[a.replace("N", str(8 * (next(fresh) % 512 + 64) if a.startswith("seq_len")
-                                                                  else 8 * next(fresh))) if a == new else a for a in argv]],
-                                            cwd=ROOT, capture_output=True, check=True), repeat=1)
-                for _ in range(3))
+            runs = 5
             what = f"{' '.join(argv[:2])}, {new.split('=')[0] if '=' in new else '--gpus'} not seen before"
             if "zero_stage=3" in argv and argv[0] == "estimate":
                 what = f"{' '.join(argv[:2])} ZeRO-3, dp not seen before (its column written anew)"
-        rows.append((f"memform {what} (cache warm)", f"{t_cmd:.2f} s", f"{t_numpy:.2f} s (import numpy)",
-                     f"{t_cmd / t_numpy:.2f}x", " ".join(argv)))
+        base, mine = [], []
+        for _ in range(runs):
+            if new is not None:
+                cmd = [sys.executable, "-m", "engine", *[a.replace("N", str(8 * next(fresh))) if a == new else a
+                                                         for a in argv]]
+            base.append(timed(numpy_cmd))
+            mine.append(timed(cmd))
+        t_cmd, t_base = statistics.median(mine), statistics.median(base)
+        rows.append((f"memform {what} (cache warm)", f"{t_cmd:.3f} s", f"{t_base:.3f} s (import numpy)",
+                     f"{t_cmd / t_base:.2f}x", " ".join(argv)))
 
     # 7. the first run ever: an empty cache, the files built with the package (engine/_built,
     # what `pip install` leaves there; rebuilt here first when the sources changed since)

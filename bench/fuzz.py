@@ -1361,7 +1361,8 @@ def output_problems(c: dict, run: dict) -> list[tuple[str, str]]:
         if c["surface"] == "config":
             found += config_problems(data, oracle, err)
         shadow = oracle.get("shadow")
-        if shadow and any(str(data["inputs"].get(k)) != v for k, v in shadow.items()):
+        given = {a.split("=", 1)[0].strip() for a in argv[1:] if "=" in a}  # --set k=v may change k itself
+        if shadow and any(str(data["inputs"].get(k)) != v for k, v in shadow.items() if k not in given):
             found.append(("a file in the working folder replaces the preset of its name", ""))
     if cmd == "estimate" and data is None and len(argv) > 1:
         model = argv[1]

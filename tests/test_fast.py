@@ -369,6 +369,11 @@ def test_a_column_is_kept_under_the_values_it_read(tmp_path, monkeypatch):
     table("dp=3", use_fast=False)  # the cache warm (and this column kept by the full path)
     quick = {sets: table(*sets) for sets in [("dp=5",), ("dp=7",), ("zero_stage=3", "dp=5"), ("zero_stage=3", "dp=7")]}
     assert written == [("dp=5",), ("zero_stage=3", "dp=5"), ("zero_stage=3", "dp=7")]
+    # a column that read a number the command line gives (dp under ZeRO-3) is not kept
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("MEMFORM_NO_CACHE", raising=False)
+    kept = fast._read("columns", fast._key())["columns"]
+    assert [("dp" in names) for names in kept] == [False]
     for sets, text in quick.items():
         assert text == table(*sets, use_fast=False), sets
 

@@ -91,8 +91,10 @@ def report(args) -> Report | None:
         formulas = {}
         if not args.json:
             stored = _read("formulas", key)
+            given = {t.split("=", 1)[0].strip() for t in args.sets}
+            varied = {n for n in given if n in values and not isinstance(values[n], str)}  # numbers given
             formulas = ((stored and stored["formulas"].get(_formula_key(values)))
-                        or _kept_column(key, values) or _column(compiled, values, parts, key))
+                        or _kept_column(key, values) or _column(compiled, values, parts, key, varied))
             if not formulas or any(n not in formulas for n in (*parts, "total")):
                 return None
         capacity = exact[FIT_RULE] if fit else values.get("capacity")
@@ -104,10 +106,12 @@ def report(args) -> Report | None:
         return None  # whatever the cause (a figure out of range ...), the full path answers or reports it
 
 
-def _column(compiled: dict, values: dict, parts, key: str | None = None) -> dict | None:
+def _column(compiled: dict, values: dict, parts, key: str | None = None, varied=frozenset()) -> dict | None:
     """The formula column where every formula in it is a polynomial (:mod:`engine.compile.columns`),
     else None: the full path derives it with sympy.  With the cache's ``key`` it is kept under
-    the values it was written out from (:func:`_kept_column`)."""
+    the values it was written out from (:func:`_kept_column`), unless it read one of the
+    numbers the command line gives (``varied``): the next command most likely gives another,
+    and keeping the column takes longer than writing it out again."""
     fixed, pins = bindings(compiled, values)
     try:
         each = Polynomials(compiled, fixed, pins, SHOWN_INPUTS, OPAQUE_RULES, then=TOTAL_OPAQUE)
@@ -115,7 +119,7 @@ def _column(compiled: dict, values: dict, parts, key: str | None = None) -> dict
         column["total"] = text(each.then().rule("total"))
     except (Unsupported, ArithmeticError, ValueError, RecursionError):
         return None
-    if key is not None:
+    if key is not None and not each.read & set(varied):
         _keep_column(key, tuple(sorted(each.read - set(SHOWN_INPUTS))), values, column)
     return column
 

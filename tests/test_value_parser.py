@@ -78,6 +78,15 @@ def test_any_text_parses_alike(parsers, text):
     _alike(_parse(built, text), _parse(larks, text))
 
 
+def test_the_built_parser_has_no_pickle(tmp_path):
+    """Lark's runtime saves, loads and caches parsers with pickle; the module the package is
+    built with has that code cut out (a planted file could otherwise run code when loaded)."""
+    grammar.write_standalone(tmp_path)
+    text = (tmp_path / grammar.standalone_name()).read_text(encoding="utf-8")
+    assert "pickle" not in text and "marshal" not in text
+    assert "Mozilla Public License" in text  # lark's notice for the generated code is kept
+
+
 def test_values_are_exact(parsers, monkeypatch):
     built, _ = parsers
     assert _value(built, "80 GiB", monkeypatch) == (Fraction(80 * 2**30), 1)

@@ -32,7 +32,7 @@ from fractions import Fraction
 from pathlib import Path
 from types import SimpleNamespace
 
-from ..compile.columns import Polynomials, linear_root, quotient_text, reciprocal_root, root_text, text
+from ..compile.columns import Polynomials, linear_root, quotient_text, reciprocal_root, root_text, text, value_at
 from ..compile.exact import Evaluator, bindings, evaluate_rules
 from ..compile.outline import (FIT_RULE, OPAQUE_RULES, SHOWN_INPUTS, SIZES, TOP_LEVEL,
                                TOTAL_OPAQUE, check_usable, extra_rules)
@@ -400,24 +400,17 @@ def _closed_form(compiled, values, unknown, target, capacity, direction, k, step
              **{n: values[n] for n in SHOWN_INPUTS if n != unknown}}
     if any(e < 0 for mono in poly for n, e in mono if n == unknown):  # c m / dp: ZeRO's shards
         a, m, den = reciprocal_root(poly, unknown, FIT_RULE)
-        bottom = sum(c * _product(mono, known) for mono, c in den.items())
-        root = Fraction(a * _product(m, known)) / bottom if bottom else Fraction(-1)
+        bottom = value_at(den, known)
+        root = a * value_at({m: 1}, known) / bottom if bottom else Fraction(-1)
         shown = quotient_text(a, m, den)
     else:
         ratio, num, m = linear_root(poly, unknown, FIT_RULE)
-        root = ratio * sum(c * _product(mono, known) for mono, c in num.items()) / _product(m, known)
+        root = ratio * value_at(num, known) / value_at({m: 1}, known)
         shown = root_text(ratio, num, m)
     if step != "1" or root <= 0:
         return f"{target}({unknown}) <= usable_memory", None
     whole = (root // k if direction == "max" else -(-root // k)) * k
     return f"{unknown} {'<=' if direction == 'max' else '>='} {shown}", int(whole)
-
-
-def _product(monomial: tuple, known: dict):
-    out = 1
-    for name, e in monomial:
-        out *= known[name] ** e
-    return out
 
 
 def _docs_key(fmt: str) -> str | None:

@@ -49,7 +49,7 @@ def _constant(p: Poly) -> Fraction:
     return p.get((), Fraction(0))
 
 
-def _value_at(p: Poly, point: dict) -> Fraction:
+def value_at(p: Poly, point: dict) -> Fraction:
     """The value of a polynomial at ``point``; Unsupported where it names another name."""
     total = Fraction(0)
     for m, c in p.items():
@@ -236,7 +236,7 @@ class Polynomials:
             return out
         if op in _RELATIONS:
             if self.point is not None and any(m for a in args for m in a):
-                return _RELATIONS[op](_value_at(args[0], self.point), _value_at(args[1], self.point))
+                return _RELATIONS[op](value_at(args[0], self.point), value_at(args[1], self.point))
             return _RELATIONS[op](_constant(args[0]), _constant(args[1]))
         if op in ("max", "min"):
             return self._extreme(op, args)

@@ -3,6 +3,7 @@ stand-alone parser the package is built with, which reads a ``--set`` value with
 lark."""
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.util
 import io
@@ -42,11 +43,14 @@ def lark_parser():
 # ---------------------------------------------------------------- the stand-alone parser
 # Importing lark takes half the time an interactive answer should, and a ``--set`` value
 # needs only its LALR runtime.  Lark's own generator (``lark.tools.standalone``) writes that
-# runtime and the grammar's parse tables as one Python module (no pickle: the tables as
-# literals); the package is built with it (engine/_build_hook.py), in engine/_built/, named for
-# a hash of the grammar and the parser's options, so a grammar edited since is never read with
-# it.  It parses exactly as lark does (tests/test_fast.py holds the trees equal); what it
-# cannot parse is an error the full path reports, with lark's.
+# runtime and the grammar's parse tables as one Python module (the tables as literals); the
+# package is built with it (engine/_build_hook.py), in engine/_built/, named for a hash of the
+# grammar and the parser's options, so a grammar edited since is never read with it.  Lark's
+# runtime can also save and load a parser, and cache one in a temporary file, with pickle: that
+# code is taken out before the module is written (:func:`_without_pickle`), so that no file
+# anyone could plant is ever unpickled.  It parses exactly as lark does
+# (tests/test_value_parser.py holds the trees equal); what it cannot parse is an error the full
+# path reports, with lark's.
 
 #: the stand-alone parser's options: lark's for the rule language, with the one start symbol a
 #: value is parsed from (its parse tables are half the size, and it builds twice as fast)
@@ -67,7 +71,46 @@ def write_standalone(folder) -> None:
     from lark.tools.standalone import gen_standalone
     out = io.StringIO()
     gen_standalone(lark.Lark(grammar_path().read_text(encoding="utf-8"), **STANDALONE_OPTIONS), out=out)
-    (folder / standalone_name()).write_text(out.getvalue(), encoding="utf-8")
+    source = _without_pickle(out.getvalue())
+    if source is None:  # another lark lays its runtime out otherwise: lark itself reads the values
+        sys.stderr.write("memform: lark's stand-alone parser was not built (its pickle code has another shape)\n")
+        return
+    (folder / standalone_name()).write_text(source, encoding="utf-8")
+
+
+def _without_pickle(source: str) -> str | None:
+    """Lark's stand-alone runtime without the code that pickles: the ``pickle`` import,
+    ``Lark.__init__`` (which builds a parser from grammar text and caches it; the stand-alone
+    parser is made from its tables by ``Lark._load_from_dict``), ``Lark.save`` and ``Lark.load``,
+    and ``Lark._load``'s reading of a file (it is given the tables as a dict).  Lines are cut
+    where :mod:`ast` places those nodes, so the rest, its licence notice included, is kept as
+    lark wrote it; None where any pickle is left."""
+    lines = source.splitlines(keepends=True)
+    tree = ast.parse(source)
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}  # names read (an import is none)
+    cuts = []  # (first line, last line, replacement), 1-based
+    for node in tree.body:
+        if isinstance(node, ast.Import) and any(a.name == "pickle" for a in node.names):
+            others = [a.name for a in node.names if a.name != "pickle" and a.name in used]
+            cuts.append((node.lineno, node.end_lineno, "import " + ", ".join(others) + "\n" if others else ""))
+        if isinstance(node, ast.ClassDef) and node.name == "Lark":
+            for f in node.body:
+                if isinstance(f, ast.FunctionDef) and f.name in ("__init__", "save", "load"):
+                    cuts.append((min([f.lineno] + [d.lineno for d in f.decorator_list]), f.end_lineno, ""))
+                elif isinstance(f, ast.FunctionDef) and f.name == "_load":
+                    for n in ast.walk(f):
+                        if isinstance(n, ast.Assign) and "pickle" in ast.unparse(n.value):
+                            indent = lines[n.lineno - 1][:n.col_offset]
+                            cuts.append((n.lineno, n.end_lineno,
+                                         f"{indent}raise TypeError('only the parse tables built in are loaded')\n"))
+    for first, last, text in sorted(cuts, reverse=True):
+        lines[first - 1:last] = [text] if text else []
+    out = "".join(lines)
+    if "pickle" in out:
+        return None
+    ast.parse(out)  # still Python
+    return out
+
 
 
 def _lark_runtime():

@@ -366,6 +366,16 @@ def test_two_hundred_configurations_match_estimate_json(page, browser, site):
         Path(os.environ["MEMFORM_WEB_TIMINGS"]).write_text(json.dumps(report) + "\n")
 
 
+def test_formula_column_decides_a_max_of_one_term_as_the_command_line(page):
+    """max(c m, c' m + c0) with m in whole positive names (micro_batch * seq_len >= 1) is
+    decided where c - c' + c0 >= 0, on the page as in columns.Polynomials (CI's seed 1717 drew
+    it: the page declined a column the command line writes)."""
+    model, sets = "qwen3-next-80b-a3b", [("attention_type", "gqa"), ("deltanet_chunk_size", "2"), ("mamba_dt_rank", "1")]
+    _drive(page, model, None, sets)
+    assert _compare(page, model, None, sets) == "ok"
+    assert "micro_batch*seq_len" in page.evaluate("document.querySelector('[data-formula=activations]').dataset.text")
+
+
 def test_link_reproduces_the_answer(site, page):
     """The whole state is in the address: opening it again shows the same figures."""
     _drive(page, "llama2-70b", "h100-80g", [("zero_stage", "3"), ("dp", "8"), ("seq_len", "4096")])

@@ -111,6 +111,13 @@ def nonnegative(compiled: dict, keep) -> frozenset:
                      and compiled["inputs"][n][2] is not None and compiled["inputs"][n][2] >= 0)
 
 
+def whole_positive(compiled: dict, keep) -> frozenset:
+    """The kept inputs whose sympy symbols are positive integers (so at least 1): a max or min
+    of one term in them and a number is decided (:meth:`Polynomials._at_least`)."""
+    return frozenset(n for n in nonnegative(compiled, keep) if compiled["inputs"][n][1]
+                     and (compiled["inputs"][n][2] > 0 or compiled["inputs"][n][3]))
+
+
 class Polynomials:
     """Rules as polynomials in the names ``keep`` (inputs) and ``opaque`` (rules that stay
     names), the other values of ``compiled``'s inputs and options fixed as in ``fixed`` (option
@@ -126,9 +133,7 @@ class Polynomials:
         self.env.update({n: {((n, 1),): Fraction(1)} for n in keep})
         self.memo: dict = {}  # the rules written out in env (an opaque one only as asked for)
         self.nonnegative = nonnegative(compiled, keep)
-        self.whole_positive = frozenset(  # kept inputs whose sympy symbols are positive integers
-            n for n in self.nonnegative if compiled["inputs"][n][1]
-            and (compiled["inputs"][n][2] > 0 or compiled["inputs"][n][3]))
+        self.whole_positive = whole_positive(compiled, keep)
         # what :meth:`then` shares: the expansions that met no name opaque here but not in ``then``
         self._later = frozenset(then)
         self._met = 0  # names met that stay names here and not in ``then``

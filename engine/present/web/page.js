@@ -208,8 +208,18 @@
     const neg = (p) => make(new Map([...p.terms].map(([k, [m, c]]) => [k, [m, Q.mul(c, Q.int(-1n))]])));
     const symbol = (name) => make(new Map([[`${name}^1`, [[[name, 1]], Q.int(1n)]]]));
     const nonnegative = new Set(D.formula.nonnegative);
-    const atLeast = (p, q) => [...add(p, neg(q)).terms.values()].every(
-      ([mono, c]) => Q.ge(c, ZERO) && mono.every(([n]) => nonnegative.has(n)));
+    const wholePositive = new Set(D.formula.wholePositive);
+    const atLeast = (p, q) => {  // columns.Polynomials._at_least
+      const d = add(p, neg(q));
+      const terms = [...d.terms.values()];
+      if (terms.every(([mono, c]) => Q.ge(c, ZERO) && mono.every(([n]) => nonnegative.has(n)))) return true;
+      // one term in whole positive names (at least 1) and a negative number: c m + c0 >= 0 where c + c0 >= 0
+      const named = terms.filter(([mono]) => mono.length);
+      const c0 = d.terms.has("") ? d.terms.get("")[1] : ZERO;
+      if (named.length !== 1 || Q.ge(c0, ZERO)) return false;
+      const [[mono, c]] = named;
+      return Q.gt(c, ZERO) && mono.every(([n, e]) => wholePositive.has(n) && e > 0) && Q.ge(Q.add(c, c0), ZERO);
+    };
     const extreme = (op) => (a, b) => {
       for (const [x, y] of [[a, b], [b, a]]) if (op === "max" ? atLeast(x, y) : atLeast(y, x)) return x;
       throw new Declined(`a ${op} that depends on a kept name`);

@@ -155,3 +155,92 @@ def test_plan_lists_the_exact_totals_of_the_sympy_path(lib):
     assert ev is not None and len(rows) == 12
     for row in rows:
         assert exact_row(scenario, row, ev) == exact_row(scenario, row)
+
+
+LAYOUT_VARYING = ("tp", "pp", "dp", "zero_stage", "recompute", "micro_batch")
+
+
+def test_a_total_that_is_a_line_in_the_micro_batch_is_one_call(lib):
+    """Evaluator.line: where the program shows the total is a line in the micro-batch, one
+    call gives its value and slope at any point; the value at any other micro-batch is on the
+    line, as the program itself computes it.  Every model preset, under three stacks: the
+    line for most, and none where the micro-batch reaches a condition or a min (a MoE token
+    count, LoRA's frozen inputs)."""
+    rng = random.Random(3)
+    lines = others = 0
+    for model in _models(lib):
+        for values in ({}, {"stack": "megatron"}, {"stack": "fsdp2", "finetune": "lora"}):
+            ev = exact.Evaluator(model, "total", gpu=GPU, values=values, varying=LAYOUT_VARYING, library=lib)
+            line = ev.line("micro_batch")
+            if line is None:
+                others += 1
+                continue
+            lines += 1
+            for _ in range(2):
+                at = dict(tp=rng.choice([1, 2, 4]), pp=rng.choice([1, 2]), dp=rng.choice([1, 3, 8]),
+                          zero_stage=rng.randrange(4), recompute=rng.choice(["none", "selective", "full"]))
+                try:
+                    one = line(**at, micro_batch=1)
+                except EngineError:
+                    with pytest.raises(EngineError):
+                        ev(**at, micro_batch=1)
+                    continue
+                value, slope = one["total"], one["d total/d micro_batch"]
+                assert value == ev(**at, micro_batch=1)
+                for mb in (2, 3, 64):
+                    assert value + slope * (mb - 1) == ev(**at, micro_batch=mb), (model, values, at, mb)
+    assert lines > others > 0
+
+
+def test_a_staged_program_computes_what_the_program_computes(lib):
+    """Evaluator.staged: the part only the slow names reach is kept from one call to the next
+    while they keep their values; calls in any order (the slow values changing at random) give
+    what the program gives."""
+    rng = random.Random(4)
+    for model, values in (("llama2-70b", {}), ("mixtral-8x7b", {"stack": "megatron"}), ("deepseek-v3", {})):
+        ev = exact.Evaluator(model, "total", gpu=GPU, values=values, varying=LAYOUT_VARYING, library=lib)
+        staged = ev.staged(LAYOUT_VARYING[:4])
+        at = {}
+        for _ in range(60):
+            if not at or rng.random() < 0.3:
+                at = dict(tp=rng.choice([1, 2, 8]), pp=rng.choice([1, 4]), dp=rng.choice([1, 8]), zero_stage=rng.randrange(4))
+            call = dict(at, recompute=rng.choice(["none", "full"]), micro_batch=rng.choice([1, 2, 5]))
+            try:
+                want = ev(**call)
+            except EngineError:
+                with pytest.raises(EngineError):
+                    staged(**call)
+                continue
+            assert staged(**call) == want, (model, call)
+
+
+@pytest.mark.parametrize("model, gpu, values, gpus", [
+    ("llama2-70b", "h100-80g", {}, 96), ("mixtral-8x7b", "a100-80g", {"stack": "megatron"}, 32),
+    ("qwen3-next-80b-a3b", "h200-141g", {}, 24), ("llama2-7b", "a100-40g", {"seq_len": 8192}, 12)])
+def test_plan_gives_each_layout_its_largest_micro_batch(lib, model, gpu, values, gpus):
+    """Every layout plan lists carries the largest micro-batch whose total fits (the next one
+    does not, or it is the limit) and that total, and every layout it leaves out does not fit
+    one sample: checked call by call with the program, against what plan derives from a line
+    or a bisection."""
+    from engine.answers.plan import MAX_TP, SIZE_RULES, candidates, plan
+    from engine.answers.report import whole_bytes
+    from engine.compile.model import fit_capacity
+    scenario = Scenario.create(lib, model, gpu).with_values(**values)
+    most = 48
+    rows = plan(scenario, gpus, max_micro_batch=most)
+    capacity = fit_capacity(scenario)
+    ev = exact.Evaluator(model, "total", gpu=gpu, values=values, varying=LAYOUT_VARYING, library=lib)
+    listed = {(r.tp, r.pp, r.dp, r.zero_stage, r.recompute): r for r in rows}
+    assert listed
+    for r in rows:
+        layout = dict(tp=r.tp, pp=r.pp, dp=r.dp, zero_stage=r.zero_stage, recompute=r.recompute)
+        at = ev(**layout, micro_batch=r.micro_batch)
+        assert at <= capacity and r.total == whole_bytes(at), r
+        assert r.micro_batch == most or ev(**layout, micro_batch=r.micro_batch + 1) > capacity, r
+    layouts = candidates(gpus, MAX_TP, True, {n: scenario.evaluate(n) for n in SIZE_RULES},
+                         lambda z: scenario.with_values(zero_stage=z).evaluate("shard_level"),
+                         lib.options["recompute"].choices)
+    left_out = [x for x in layouts if x not in listed]
+    assert len(layouts) == len(listed) + len(left_out)
+    for tp, pp, dp, zero, rec in left_out:
+        assert ev(tp=tp, pp=pp, dp=dp, zero_stage=zero, recompute=rec, micro_batch=1) > capacity

@@ -149,43 +149,73 @@ class NotExact(Exception):
 
 
 def _exact_rows(evaluator, layouts: list, most: int, capacity, progress) -> list[Layout]:
-    """For each layout, the largest micro-batch up to ``most`` that fits ``capacity``, found
-    by bisection over the exact per-GPU total (non-decreasing in the micro-batch: a library
-    check)."""
+    """For each layout, the largest micro-batch up to ``most`` that fits ``capacity``, from
+    the exact per-GPU total: where the program shows the total is a line in the micro-batch,
+    from its value and slope at 1 (:meth:`engine.compile.exact.Evaluator.line`, one call);
+    else by bisection (the total is non-decreasing in the micro-batch: a library check).
+    ``layouts`` as :func:`candidates` orders them."""
+    line = evaluator.line("micro_batch")
+    # the layouts come with recomputation innermost: what the other degrees decide is computed
+    # once for them all (Evaluator.staged)
+    if line is not None:
+        line = line.staged(LAYOUT[:4])
+    else:
+        evaluator = evaluator.staged(LAYOUT)
     rows = []
     for i, (tp, pp, dp, zero, rec) in enumerate(layouts):
-        seen: dict = {}
-
-        def total(mb: int):
-            if mb not in seen:
-                try:
-                    seen[mb] = evaluator(tp=tp, pp=pp, dp=dp, zero_stage=zero, recompute=rec, micro_batch=mb)
-                except EngineError:
-                    raise NotExact from None
-            return seen[mb]
-
-        lo, hi = 1, most
-        if total(lo) > capacity:
-            lo = 0
-        elif total(hi) <= capacity:
-            lo = hi
-        else:  # total(lo) fits, total(hi) does not
-            # the line through them puts the boundary where a total linear in the micro-batch
-            # has it (most do): two evaluations there, and bisection only where it is off
-            t_lo, t_hi = total(lo), total(hi)
-            guess = lo + int((capacity - t_lo) * (hi - lo) // (t_hi - t_lo))
-            if lo < guess < hi:
-                lo, hi = (guess, hi) if total(guess) <= capacity else (lo, guess)
-            if lo < guess + 1 < hi:
-                lo, hi = (guess + 1, hi) if total(guess + 1) <= capacity else (lo, guess + 1)
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                lo, hi = (mid, hi) if total(mid) <= capacity else (lo, mid)
+        try:
+            if line is not None:
+                lo, at = _largest_on_line(*line(tp=tp, pp=pp, dp=dp, zero_stage=zero, recompute=rec,
+                                                micro_batch=1).values(), most, capacity)
+            else:
+                lo, at = _largest(lambda mb: evaluator(tp=tp, pp=pp, dp=dp, zero_stage=zero, recompute=rec,
+                                                       micro_batch=mb), most, capacity)
+        except EngineError:
+            raise NotExact from None
         if lo:
-            rows.append(Layout(tp, pp, dp, zero, rec, lo, whole_bytes(total(lo)), int(capacity)))
+            rows.append(Layout(tp, pp, dp, zero, rec, lo, whole_bytes(at), int(capacity)))
         if progress and ((i + 1) % 64 == 0 or i + 1 == len(layouts)):
             progress(i + 1, len(layouts))
     return rows
+
+
+def _largest_on_line(t1, slope, most: int, capacity) -> tuple:
+    """The largest micro-batch up to ``most`` whose total fits and that total ((0, None):
+    none fits), for a total that is a line in the micro-batch, from its value and slope at 1."""
+    if t1 > capacity:
+        return 0, None
+    lo = most if slope <= 0 else max(1, min(most, 1 + int((capacity - t1) // slope)))
+    return lo, t1 + slope * (lo - 1)
+
+
+def _largest(total, most: int, capacity) -> tuple:
+    """The largest micro-batch up to ``most`` whose total fits and that total ((0, None):
+    none fits), by bisection."""
+    seen: dict = {}
+
+    def total(mb: int, of=total):
+        if mb not in seen:
+            seen[mb] = of(mb)
+        return seen[mb]
+
+    lo, hi = 1, most
+    if total(lo) > capacity:
+        return 0, None
+    if total(hi) <= capacity:
+        return hi, total(hi)
+    # total(lo) fits, total(hi) does not: the line through them puts the boundary where a
+    # total linear in the micro-batch has it (most do): two evaluations there, and bisection
+    # only where it is off
+    t_lo, t_hi = total(lo), total(hi)
+    guess = lo + int((capacity - t_lo) * (hi - lo) // (t_hi - t_lo))
+    if lo < guess < hi:
+        lo, hi = (guess, hi) if total(guess) <= capacity else (lo, guess)
+    if lo < guess + 1 < hi:
+        lo, hi = (guess + 1, hi) if total(guess + 1) <= capacity else (lo, guess + 1)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if total(mid) <= capacity else (lo, mid)
+    return lo, total(lo)
 
 
 def _swept_rows(scenario: "model.Scenario", layouts: list, most: int, progress) -> list[Layout]:

@@ -63,6 +63,8 @@ MAX_FORMULAS = 1000
 #: the most columns kept under the values they depend on (a small file: reading it is cheaper
 #: than writing the column out again)
 MAX_COLUMNS = 32
+#: the most plan programs kept (one per model, GPU and settings)
+MAX_PLANS = 16
 
 
 def report(args) -> Report | None:
@@ -313,12 +315,31 @@ def plan(args) -> tuple[list, list] | None:
             args.gpus, planning.MAX_TP, not args.no_divisibility, sizes,
             lambda z: evaluate_rules(compiled, {**values, "zero_stage": z}, ["shard_level"])["shard_level"],
             compiled["options"]["recompute"][0])
-        evaluator = Evaluator.of_values(compiled, "total", values, (*planning.LAYOUT, "micro_batch"))
+        evaluator = _plan_evaluator(compiled, key, values)
         rows = planning.exact_plan(evaluator, layouts, args.max_micro_batch, known[FIT_RULE], args.sort)
         return rows, rows[:args.top]
     except (planning.NotExact, Unsupported, EngineError, ArithmeticError, ValueError, TypeError, KeyError,
             IndexError, AttributeError, RecursionError):
         return None  # whatever the cause, the full path answers or reports it
+
+
+def _plan_evaluator(compiled: dict, key: str, values: dict) -> Evaluator:
+    """The per-GPU total as an exact function of the layout and the micro-batch, kept under
+    the values it was specialised for (the program does not depend on the GPU count: plan
+    with another count reads it instead of specialising the library again)."""
+    varying = (*planning.LAYOUT, "micro_batch")
+    fixed = tuple(sorted((n, str(v)) for n, v in values.items() if n not in varying))
+    stored = _read("plans", key) or {"plans": {}}
+    kept = stored["plans"].get(fixed)
+    if kept is not None:
+        return Evaluator.of_kept(compiled, kept)
+    evaluator = Evaluator.of_values(compiled, "total", values, varying)
+    plans = stored["plans"]
+    plans[fixed] = evaluator.kept()
+    while len(plans) > MAX_PLANS:
+        del plans[next(iter(plans))]
+    _write("plans", key, {"plans": plans})
+    return evaluator
 
 
 #: the unknowns :func:`solve` answers (no layout constraint: a search over every whole value)

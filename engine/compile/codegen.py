@@ -308,6 +308,121 @@ def live(steps: list, outputs: list) -> list:
     return kept[::-1]
 
 
+def _degrees(steps: list, param: int):
+    """(degree of each step, the function that gives a tree's): each as a polynomial in
+    parameter ``param``, an upper bound (terms may cancel), or None where it is not one (the
+    parameter reaches it through a condition, a ``max``, ``min``, rounding, root or logarithm,
+    or a division by something that holds it)."""
+    found: dict = {}
+
+    def of(t: tuple):
+        op = t[0]
+        if op == "c" or op == "!":
+            return 0
+        if op == "s":
+            return found[t[1]] if t[1] in found else int(t[1] == param)
+        if op == "if":
+            arms = [(None if c is None else of(c), of(v)) for c, v in t[1:]]
+            if any(c != 0 for c, _ in arms if c is not None) or any(v is None for _, v in arms):
+                return None
+            return max(v for _, v in arms)
+        if op == "^":
+            d = of(t[1])
+            return None if d is None or (t[2] < 0 and d) else d * max(t[2], 0)
+        ds = [of(a) for a in t[1:] if isinstance(a, tuple)]
+        if any(d is None for d in ds):
+            return None
+        if op == "+":
+            return max(ds, default=0)
+        if op == "*":
+            return sum(ds)
+        return 0 if not any(ds) else None  # max, min, rounding, relations, logic, root, log
+
+    for i, t in steps:
+        found[i] = of(t)
+    return found, of
+
+
+def degree(steps: list, outputs: list, param: int) -> list:
+    """Each output's degree as a polynomial in parameter ``param`` (:func:`_degrees`)."""
+    _, of = _degrees(steps, param)
+    return [of(t) for t in outputs]
+
+
+def slope(steps: list, outputs: list, param: int):
+    """The program extended with the slope of each output in parameter ``param``, for outputs
+    that are lines in it (degree at most one): (steps, outputs + slopes), or None where one is
+    not.  Each step that holds the parameter gets a step of its slope (d(a b) = a db where a
+    does not hold it; a branch's slope is its arm's, under the same conditions), so that one
+    call gives a total and how it grows: the rest of the line without another call."""
+    found, of = _degrees(steps, param)
+    if any(d is None or d > 1 for d in map(of, outputs)):
+        return None
+    zero = ("c", 0)
+    top = max([param, *(i for i, _ in steps)]) + 1
+    slot: dict = {}  # step -> the step of its slope
+
+    def d(t: tuple) -> tuple:
+        if of(t) == 0:
+            return zero if t[0] != "!" else t
+        op = t[0]
+        if op == "s":
+            return ("c", 1) if t[1] not in found else ("s", slot[t[1]])
+        if op == "if":
+            return ("if", *((c, d(v)) for c, v in t[1:]))
+        if op == "^":  # degree one: the exponent is one
+            return d(t[1])
+        if op == "+":
+            parts = tuple(x for x in map(d, t[1:]) if x != zero)
+            return parts[0] if len(parts) == 1 else ("+", *parts)
+        if op == "*":  # one factor holds the parameter
+            return ("*", *(d(a) if of(a) else a for a in t[1:]))
+        raise ValueError(f"no slope of {op!r}")  # degree 0: answered above
+
+    out = []
+    for i, t in steps:
+        out.append((i, t))
+        if found[i]:
+            slot[i] = top + len(slot)
+            out.append((slot[i], d(t)))
+    return out, [*outputs, *map(d, outputs)]
+
+
+def _renamed(t: tuple, names: dict) -> tuple:
+    """Residual tree ``t`` with its slots (and parameters) renamed by ``names``."""
+    op = t[0]
+    if op == "s":
+        return ("s", names.get(t[1], t[1]))
+    if op in ("c", "!"):
+        return t
+    if op == "if":
+        return ("if", *((None if c is None else _renamed(c, names), _renamed(v, names)) for c, v in t[1:]))
+    return (op, *(_renamed(a, names) if isinstance(a, tuple) else a for a in t[1:]))
+
+
+def staged(steps: list, outputs: list, n_params: int, fast) -> tuple:
+    """The program split in two: the steps that no parameter in ``fast`` reaches (the first
+    stage, a program of the same parameters that returns the values the rest reads) and the
+    others (the second stage, a program of the parameters and those values, in that order):
+    (first steps, first outputs, second steps, second outputs).  A caller that varies the
+    ``fast`` parameters in its inner loop computes the first stage once per value of the
+    others.  Every step is computed as before (steps are statements; only branches are
+    lazy), so the two compute what the one did."""
+    fast = set(fast)
+    slow: dict = {}  # step -> no fast parameter reaches it
+    for i, t in steps:
+        slow[i] = all(slow[j] if j in slow else j not in fast for j in _slots(t))
+    first = [(i, t) for i, t in steps if slow[i]]
+    second = [(i, t) for i, t in steps if not slow[i]]
+    read = sorted({j for _, t in second for j in _slots(t) if slow.get(j)}
+                  | {j for t in outputs for j in _slots(t) if slow.get(j)})
+    names = {j: n_params + k for k, j in enumerate(read)}  # the first stage's values: parameters
+    top = n_params + len(read)
+    names.update({i: top + k for k, (i, _) in enumerate(second)})
+    return (first, [("s", j) for j in read],
+            [(names[i], _renamed(t, names)) for i, t in second], [_renamed(t, names) for t in outputs])
+
+
 def common_factors(steps: list, outputs: list, most: int = 64) -> tuple[list, list]:
     """``steps`` and ``outputs`` with every pair of factors that two or more products share
     computed once, as a step of its own placed before its first use (``x0 * x1`` in
@@ -619,6 +734,24 @@ class Backend:
         return name, 0
 
 
+def _inv(x):
+    """1 / x exactly (a printed program's ``x ** -1``)."""
+    if x == 0:
+        raise ZeroDivisionError("division by zero")
+    return Fraction(1, x) if type(x) is int else 1 / x
+
+
+def _div(a, b):
+    """a / b exactly: an int where b divides a (most divisions of a layout: a size by tp, a
+    count by dp), which keeps what follows in int arithmetic, else a Fraction."""
+    if b == 0:
+        raise ZeroDivisionError("division by zero")
+    if type(a) is int and type(b) is int:
+        q, r = divmod(a, b)
+        return Fraction(a, b) if r else q
+    return a / b  # a Fraction on either side: exact
+
+
 class PythonExact(Backend):
     """Exact Python: ints, :class:`fractions.Fraction` for what is not whole (from the
     constants table ``_K``), Python's own ``max``, ``min`` and conditional evaluation."""
@@ -630,8 +763,14 @@ class PythonExact(Backend):
             return repr(value) if value >= 0 else f"({value!r})"
         return f"_K[{self._const_index(value)}]"
 
+    divides = True  # a * b / c as _div(a * b, c): a whole quotient stays an int
+
     def add(self, xs): return "(" + " + ".join(xs) + ")"
     def mul(self, xs): return "(" + " * ".join(xs) + ")"
+
+    def quotient(self, num, den):
+        top = " * ".join(num) if num else "1"
+        return f"_div({top}, " + (den[0] if len(den) == 1 else "(" + " * ".join(den) + ")") + ")"
 
     def power(self, x, e):
         if e >= 0:
@@ -663,12 +802,7 @@ class PythonExact(Backend):
         def no(k):
             raise Unsupported(messages[k])
 
-        def inv(x):
-            if x == 0:
-                raise ZeroDivisionError("division by zero")
-            return Fraction(1, x) if type(x) is int else 1 / x
-
-        return {"_K": tuple(self.constants), "_no": no, "_inv": inv, "_ceil": math.ceil,
+        return {"_K": tuple(self.constants), "_no": no, "_inv": _inv, "_div": _div, "_ceil": math.ceil,
                 "_floor": math.floor, "max": max, "min": min}
 
 
@@ -844,7 +978,10 @@ def module(backend: Backend, steps: list, outputs: list, varying: tuple, rules: 
                   f"_MESSAGES = {tuple(backend.messages)!r}", "_ceil = math.ceil", "_floor = math.floor", "", "",
                   "def _no(k):", "    raise ValueError('cannot evaluate exactly: ' + _MESSAGES[k])", "", "",
                   "def _inv(x):", "    if x == 0:", "        raise ZeroDivisionError('division by zero')",
-                  "    return Fraction(1, x) if type(x) is int else 1 / x", ""]
+                  "    return Fraction(1, x) if type(x) is int else 1 / x", "", "",
+                  "def _div(a, b):", "    if b == 0:", "        raise ZeroDivisionError('division by zero')",
+                  "    if type(a) is int and type(b) is int:", "        q, r = divmod(a, b)",
+                  "        return Fraction(a, b) if r else q", "    return a / b", ""]
     lines += ["", f"VARYING = {tuple(varying)!r}", f"RULES = {tuple(rules)!r}", f"CODES = {codes!r}", "", "",
               body.rstrip(), "", "",
               "def evaluate(values):",
@@ -862,7 +999,7 @@ def module(backend: Backend, steps: list, outputs: list, varying: tuple, rules: 
 
 # ---------------------------------------------------------------- loading Python source
 #: the names a generated Python program may use besides its slots, temporaries and keywords
-_HELPERS = frozenset({"program", "_K", "_no", "_inv", "_ceil", "_floor", "max", "min", "_np", "_NAN",
+_HELPERS = frozenset({"program", "_K", "_no", "_inv", "_div", "_ceil", "_floor", "max", "min", "_np", "_NAN",
                       "power", "log", "maximum", "minimum", "logical_and", "logical_or", "logical_not",
                       "ceil", "floor", "where"})
 _FLOAT = re.compile(r"(?<![\w.])\d+\.\d+(?:e[+-]\d+)?(?![\w.])|(?<![\w.])\d+e[+-]\d+(?![\w.])")

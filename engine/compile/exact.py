@@ -115,6 +115,33 @@ class Evaluator:
         self._build(dict(values))
         return self
 
+    def kept(self) -> tuple:
+        """This evaluator as plain data (what the cache keeps): :meth:`of_kept` makes it
+        again without specialising the library anew."""
+        return (self.rules[0] if self._one else self.rules, self.varying, self._residual)
+
+    @classmethod
+    def of_kept(cls, compiled: dict, kept: tuple) -> "Evaluator":
+        """The evaluator :meth:`kept` gave, over the same compiled library; its program is
+        compiled on its first call (a caller may only want :meth:`line` or :meth:`staged`)."""
+        rules, varying, residual = kept
+        self = cls.__new__(cls)
+        self._setup(compiled, rules, varying, ())
+        self._residual = residual
+        self._readers = tuple(self._reader(n) for n in self.varying)
+        self._compile_on_call()
+        return self
+
+    def _compile_on_call(self) -> None:
+        """The program compiled from the residual on the first call (a caller may only
+        want :meth:`line` or :meth:`staged`, which compile their own)."""
+        def first(*args):
+            steps, outputs = self._residual[:2]
+            self._program = load_python(PythonExact(), steps, outputs, len(self.varying))
+            return self._program(*args)
+
+        self._program = first
+
     def _setup(self, compiled: dict, rules, varying, values) -> None:
         self._compiled = compiled
         self._one = isinstance(rules, str)
@@ -220,6 +247,53 @@ class Evaluator:
                 raise DomainError(f"'{rule}' has more than {MAX_BITS:,} bits for these values")
             out.append(value)
         return out[0] if self._one else dict(zip(self.rules, out))
+
+    def line(self, name: str) -> "Evaluator | None":
+        """Where the first rule is a line in varying ``name`` (the program shows it: degree at
+        most one), an evaluator of it and its slope in ``name`` ({rule: value, "d rule/d name": slope}):
+        its value at every other value of ``name`` without another call
+        (:func:`engine.compile.codegen.slope`); else None.
+
+        >>> ev = Evaluator("llama2-7b", "total", gpu="h100-80g", varying=("micro_batch", "dp"))
+        >>> at = ev.line("micro_batch")(micro_batch=1, dp=8)
+        >>> at["total"] + 2 * at["d total/d micro_batch"] == ev(micro_batch=3, dp=8)
+        True
+        """
+        steps, outputs, labels = self._residual
+        found = codegen.slope(steps, outputs[:1], self.varying.index(name))
+        if found is None:
+            return None
+        other = Evaluator.__new__(Evaluator)
+        other.__dict__.update(self.__dict__)
+        other.rules, other._one = (self.rules[0], f"d {self.rules[0]}/d {name}"), False
+        other._residual = (*found, labels)
+        other._compile_on_call()
+        return other
+
+    def staged(self, slow) -> "Evaluator":
+        """The same evaluator, for a loop whose inner names vary fastest: the part of the
+        program that only the names in ``slow`` reach is computed once while they keep their
+        values from one call to the next (the last values and what they gave are kept:
+        memory stays flat), the rest at every call (:func:`engine.compile.codegen.staged`)."""
+        steps, outputs, _ = self._residual
+        n = len(self.varying)
+        fast = [i for i, name in enumerate(self.varying) if name not in slow]
+        first_steps, first_out, second_steps, second_out = codegen.staged(steps, outputs, n, fast)
+        first = load_python(PythonExact(), first_steps, first_out, n)
+        second = load_python(PythonExact(), second_steps, second_out, n + len(first_out))
+        at = [i for i in range(n) if i not in fast]
+        kept = [None, None]  # the slow values last seen, the first stage's values there
+
+        def program(*args):
+            key = [args[i] for i in at]
+            if key != kept[0]:
+                kept[1], kept[0] = first(*args), key
+            return second(*args, *kept[1])
+
+        other = Evaluator.__new__(Evaluator)
+        other.__dict__.update(self.__dict__)
+        other._program = program
+        return other
 
     def module(self, target: str = "python", title: str = "") -> str:
         """This program as a file of its own (:func:`engine.compile.codegen.module`): a Python

@@ -244,3 +244,60 @@ def test_plan_gives_each_layout_its_largest_micro_batch(lib, model, gpu, values,
     assert len(layouts) == len(listed) + len(left_out)
     for tp, pp, dp, zero, rec in left_out:
         assert ev(tp=tp, pp=pp, dp=dp, zero_stage=zero, recompute=rec, micro_batch=1) > capacity
+
+
+def test_a_direction_the_program_shows_holds_on_the_grid(lib):
+    """Evaluator.direction: where the program's shape shows how the total moves with
+    micro_batch, seq_len or dp, its values on the grid the full path checks
+    (engine.answers.search.grid) never move the other way.  Every model preset under seven
+    settings; the direction shows for most, and not for all (solve then checks the grid)."""
+    from engine.answers import search
+    shown = hidden = 0
+    settings = ({}, {"zero_stage": 3}, {"stack": "megatron"}, {"finetune": "lora", "stack": "fsdp2"},
+                {"zero_stage": 2, "recompute": "full", "tp": 2}, {"mode": "infer"}, {"finetune": "qlora"})
+    for model in _models(lib):
+        for values in settings:
+            for unknown in ("micro_batch", "seq_len", "dp"):
+                ev = exact.Evaluator(model, "total", gpu=GPU, values=values, varying=(unknown,), library=lib)
+                d, junctions = ev.direction(unknown)
+                if d is None:
+                    hidden += 1
+                    continue
+                shown += 1
+                xs = search.grid(1, 1 << (16 if unknown == "dp" else 20))
+                xs = sorted(set(xs) | {j for b in junctions for j in (b - 1, b)})
+                ys = [ev(**{unknown: x}) for x in xs]
+                # between junctions the direction holds; across one, as the values there say
+                moves = [(b - a) * d >= 0 if d else b == a for a, b in zip(ys, ys[1:])]
+                across = {i for i, x in enumerate(xs[:-1]) if any(x < b <= xs[i + 1] for b in junctions)}
+                assert all(ok or i in across for i, ok in enumerate(moves)), (model, values, unknown, d, junctions)
+                junctions_hold = all((ev(**{unknown: b}) - ev(**{unknown: b - 1})) * d >= 0 for b in junctions)
+                if junctions_hold:
+                    assert all(moves), (model, values, unknown, d, junctions)
+    assert shown > 2 * hidden > 0
+
+
+@pytest.mark.parametrize("tree, direction, junctions", [
+    (("+", ("s", 0), ("c", 3)), 1, []),
+    (("*", ("c", -2), ("s", 0)), -1, []),
+    (("^", ("s", 0), -1), -1, []),
+    (("*", ("c", 5), ("^", ("+", ("s", 0), ("c", -1)), -1)), None, []),  # 1 / (x - 1): zero at 1
+    # a threshold on the parameter itself: decided on each side, the junction left to the caller
+    (("if", ((">", ("s", 0), ("c", 1)), ("c", 7)), (None, ("c", 0))), 0, [2]),
+    (("if", ((">", ("s", 0), ("c", 4)), ("c", 0)), (None, ("s", 0))), 1, [5]),  # up, then down to 0 at 5
+    (("if", (("<=", ("c", Fraction(7, 2)), ("s", 0)), ("s", 0)), (None, ("c", 9))), 1, [4]),
+    # a threshold on something else: a jump between two numbers
+    (("if", ((">", ("ceil", ("*", ("s", 0), ("c", Fraction(1, 8)))), ("c", 3)), ("c", 7)), (None, ("c", 0))), 1, []),
+    (("if", ((">", ("ceil", ("*", ("s", 0), ("c", Fraction(1, 8)))), ("c", 3)), ("c", 0)), (None, ("c", 7))), -1, []),
+    (("if", ((">", ("ceil", ("*", ("s", 0), ("c", Fraction(1, 8)))), ("c", 3)), ("c", 0)), (None, ("s", 0))), None, []),
+    (("max", ("s", 0), ("c", 8)), 1, []),
+    (("*", ("s", 0), ("+", ("s", 0), ("c", -10))), None, []),  # x (x - 10): down, then up
+    (("^", ("+", ("s", 0), ("c", -10)), 2), None, []),
+    (("^", ("+", ("s", 0), ("c", -10)), 3), 1, []),
+    (("ceil", ("*", ("s", 0), ("c", Fraction(1, 3)))), 1, []),
+])
+def test_directions_of_small_programs(tree, direction, junctions):
+    """engine.compile.codegen.monotone on programs whose direction is known by hand, and on
+    ones that turn or divide by zero somewhere (no direction)."""
+    from engine.compile import codegen
+    assert codegen.monotone([(1, tree)], [("s", 1)], 0) == [(direction, junctions)]

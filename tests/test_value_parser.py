@@ -85,6 +85,8 @@ def test_the_built_parser_has_no_pickle(tmp_path):
     text = (tmp_path / grammar.standalone_name()).read_text(encoding="utf-8")
     assert "pickle" not in text and "marshal" not in text
     assert "Mozilla Public License" in text  # lark's notice for the generated code is kept
+    # a silent logger in place of logging's (lark's is at CRITICAL: nothing it logs is printed)
+    assert "import logging" not in text and "logger = _Silent()" in text
 
 
 def test_values_are_exact(parsers, monkeypatch):

@@ -350,10 +350,10 @@ SOLVE_BITS = 256
 
 def solve(args) -> search.SolveResult | None:
     """What ``memform solve max|min micro_batch|seq_len|dp`` answers for a preset, from the
-    compiled library: the same candidates, monotonicity grid and bisection as
-    :func:`engine.answers.solve.solve` over the exact target, and its closed form where the
-    target is linear in the unknown (:func:`engine.compile.columns.linear_root`) or has one
-    term over it, the state ZeRO shards over dp (:func:`engine.compile.columns.reciprocal_root`),
+    compiled library: the same candidates, monotonicity (the grid, where the program's shape
+    does not show it) and bisection as :func:`engine.answers.solve.solve` over the exact
+    target, and its closed form where the target is linear in the unknown
+    (:func:`engine.compile.columns.linear_root`) or has one term over it, the state ZeRO shards over dp (:func:`engine.compile.columns.reciprocal_root`),
     written as sympy writes it; or None: the full path answers, with its errors and the forms
     sympy finds."""
     unknown, direction, step, k = args.unknown, args.direction, args.step, args.multiple_of
@@ -387,9 +387,15 @@ def solve(args) -> search.SolveResult | None:
                     raise Unsupported("a value too large to be sure of")
             return at[x]
         increasing = direction == "max"
-        ys = [value(x) for x in search.grid(cand(i_lo), cand(i_hi))]
-        if any(b < a if increasing else b > a for a, b in zip(ys, ys[1:])):
-            return None  # the full path says where it turns
+        # the grid the full path checks, unless the program's shape shows the direction: then
+        # no value on it turns (tests/test_exact.py holds the one to the other)
+        shown, junctions = f.direction(unknown)
+        lo, hi = cand(i_lo), cand(i_hi)
+        if shown not in ((0, 1) if increasing else (0, -1)) or any(
+                value(b) < value(b - 1) if increasing else value(b) > value(b - 1) for b in junctions if lo < b <= hi):
+            ys = [value(x) for x in search.grid(lo, hi)]
+            if any(b < a if increasing else b > a for a, b in zip(ys, ys[1:])):
+                return None  # the full path says where it turns
         if value(cand(i_lo) if increasing else cand(i_hi)) > capacity:
             return None  # the full path says what does not fit
         answer, nxt = search.bisect(lambda x: value(x) <= capacity, direction, cand, i_lo, i_hi)

@@ -388,6 +388,237 @@ def slope(steps: list, outputs: list, param: int):
     return out, [*outputs, *map(d, outputs)]
 
 
+def _combine(monos) -> int | None:
+    """The direction of a sum (or max, min) of functions of these directions: 1 non-decreasing,
+    -1 non-increasing, 0 constant, None either or unknown."""
+    seen = set()
+    for m in monos:
+        if m is None:
+            return None
+        if m:
+            seen.add(m)
+    return None if len(seen) > 1 else (seen.pop() if seen else 0)
+
+
+class _Shape:
+    """What :func:`monotone` knows of a value as the parameter grows: its direction
+    (:func:`_combine`'s), its sign (1 >= 0, -1 <= 0, 0 unknown), whether that sign is strict
+    (never zero) and, for a literal, the value."""
+    __slots__ = ("mono", "sign", "strict", "value")
+
+    def __init__(self, mono, sign=0, strict=False, value=None):
+        self.mono, self.sign, self.strict, self.value = mono, sign, strict and bool(sign), value
+
+
+_UNKNOWN = _Shape(None)
+_FLIP = {">": 1, ">=": 1, "<": -1, "<=": -1}  # a growing side against a constant one
+
+
+#: the most thresholds on the parameter :func:`monotone` splits its range at
+MAX_THRESHOLDS = 16
+_MIRROR = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+
+
+def _thresholds(steps: list, outputs: list, param: int) -> dict:
+    """The conditions that compare the parameter itself with a number ({tree: (op, number)},
+    the parameter on the left) and the whole values where one may switch (each b: it may
+    differ between b - 1 and b)."""
+    found, points = {}, set()
+    for t in [t for _, t in steps] + list(outputs):
+        for n in _subtrees(t):
+            if n[0] not in _MIRROR or len(n) != 3:
+                continue
+            a, b = n[1], n[2]
+            if a == ("s", param) and b[0] == "c" and not isinstance(b[1], bool):
+                op, c = n[0], b[1]
+            elif b == ("s", param) and a[0] == "c" and not isinstance(a[1], bool):
+                op, c = _MIRROR[n[0]], a[1]
+            else:
+                continue
+            found[n] = (op, c)
+            # x > c and x <= c switch after floor(c), x >= c and x < c at ceil(c), x == c both
+            points.update({math.floor(c) + 1} if op in (">", "<=") else {math.ceil(c)} if op in (">=", "<")
+                          else {math.floor(c) + 1, math.ceil(c)})
+    return found, sorted(p for p in points if p > 1)
+
+
+def monotone(steps: list, outputs: list, param: int) -> list:
+    """Each output's direction in parameter ``param`` over whole values >= 1, as (direction,
+    junctions): 1 never decreases, -1 never increases, 0 constant (None: the program does not
+    show one), provided the value never moves the other way from b - 1 to b at each junction
+    b (the caller checks those pairs).
+
+    The proof is the program's shape: sums, products of values of known sign, quotients by
+    values of strict sign, max, min and rounding keep directions; a branch keeps them where its
+    condition does not depend on the parameter, or where a threshold on it switches between
+    two numbers (a jump the direction allows).  A condition that compares the parameter itself
+    with a number (dp > 1) splits the range: between two such thresholds every one of them
+    is decided, and the junctions are left to the caller.  What it cannot see through is None;
+    a caller then checks values (engine.answers.search.grid)."""
+    compared, points = _thresholds(steps, outputs, param)
+    if len(points) > MAX_THRESHOLDS:
+        compared, points = {}, []
+    directions = [0] * len(outputs)
+    for lo, hi in zip([1, *points], [*(p - 1 for p in points), None]):
+        if hi == lo:
+            continue  # one value: no direction to show
+        decided = {t: _RELATIONS[op](lo, c) for t, (op, c) in compared.items()}
+        shown = _monotone(steps, outputs, param, decided)
+        directions = [None if a is None or b is None else _combine((a, b)) for a, b in zip(directions, shown)]
+    return [(d, points if d is not None else []) for d in directions]
+
+
+def _monotone(steps: list, outputs: list, param: int, decided: dict) -> list:
+    """:func:`monotone` where the conditions in ``decided`` have the values there."""
+    found: dict = {}
+
+    def sign_of(x) -> tuple:
+        return (1 if x >= 0 else -1), x != 0
+
+    def of(t: tuple) -> _Shape:
+        op = t[0]
+        if t in decided:
+            return _Shape(0, value=decided[t])
+        if op == "c":
+            v = t[1]
+            if isinstance(v, bool):
+                return _Shape(0, value=v)
+            sign, strict = sign_of(v)
+            return _Shape(0, sign, strict, v)
+        if op == "!":
+            return _Shape(0, 0, value="fails")
+        if op == "s":
+            if t[1] in found:
+                return found[t[1]]
+            return _Shape(1, 1, True) if t[1] == param else _Shape(0)
+        if op == "if":
+            return branches(t[1:])
+        if op == "^":
+            return power(of(t[1]), t[2])
+        args = [of(a) for a in t[1:] if isinstance(a, tuple)]
+        if op == "+":
+            return _Shape(_combine(a.mono for a in args), *sum_sign(args))
+        if op == "*":
+            return product(args)
+        if op in ("max", "min"):
+            mono = _combine(a.mono for a in args)
+            pos = [a for a in args if a.sign == 1]
+            neg = [a for a in args if a.sign == -1]
+            if op == "max":
+                sign, strict = (1, any(a.strict for a in pos)) if pos else ((-1, all(a.strict for a in neg))
+                                                                           if len(neg) == len(args) else (0, False))
+            else:
+                sign, strict = (-1, any(a.strict for a in neg)) if neg else ((1, all(a.strict for a in pos))
+                                                                            if len(pos) == len(args) else (0, False))
+            return _Shape(mono, sign, strict)
+        if op in ("ceil", "floor"):
+            a = args[0]
+            return _Shape(a.mono, a.sign, a.strict and (a.sign == 1) == (op == "ceil"))
+        if op in ("root", "log"):
+            a = args[0]
+            if a.sign != 1 or a.mono is None or (op == "log" and not a.strict):
+                return _UNKNOWN
+            return _Shape(a.mono, 1 if op == "root" else 0, op == "root" and a.strict)
+        if all(a.mono == 0 for a in args):  # relations and logic on constants
+            return _Shape(0)
+        return _UNKNOWN
+
+    def sum_sign(args) -> tuple:
+        if all(a.sign == 1 for a in args):
+            return 1, any(a.strict for a in args)
+        if all(a.sign == -1 for a in args):
+            return -1, any(a.strict for a in args)
+        return 0, False
+
+    def product(args) -> _Shape:
+        if any(a.mono is None for a in args):
+            return _UNKNOWN
+        sign, strict = 1, True
+        for a in args:
+            sign, strict = sign * a.sign, strict and a.strict
+        # |product| is the product of |factors|, each of direction sign * mono
+        if not all(a.sign for a in args):
+            return _Shape(0 if all(a.mono == 0 for a in args) else None)
+        magnitude = _combine(a.sign * a.mono for a in args)
+        return _Shape(None if magnitude is None else sign * magnitude, sign, strict)
+
+    def power(a: _Shape, e: int) -> _Shape:
+        if e == 0:
+            return _Shape(0, 1, True, 1)
+        if a.mono is None:
+            return _UNKNOWN
+        if e < 0:  # 1 / a: where a keeps a strict sign, it turns the other way
+            if not a.strict:
+                return _UNKNOWN
+            a = _Shape(-a.mono, a.sign, True)
+            e = -e
+        if e == 1:
+            return a
+        if e % 2:  # an odd power keeps the order of every two values
+            return _Shape(a.mono, a.sign, a.strict)
+        if not a.sign:
+            return _Shape(0 if a.mono == 0 else None, 1)
+        return _Shape(a.sign * a.mono, 1, a.strict)
+
+    def condition(t: tuple) -> int | None:
+        """How a condition switches as the parameter grows: 0 never, 1 from false to true,
+        -1 from true to false, None unknown."""
+        op = t[0]
+        if t in decided:
+            return 0
+        if op in _FLIP:
+            a, b = of(t[1]), of(t[2])
+            if a.mono is None or b.mono is None:
+                return None
+            if b.mono == 0:
+                return _FLIP[op] * a.mono
+            if a.mono == 0:
+                return -_FLIP[op] * b.mono
+            return None
+        if op == "not":
+            d = condition(t[1])
+            return None if d is None else -d
+        if op in ("and", "or"):
+            return _combine(condition(a) for a in t[1:])
+        shape = of(t)
+        return 0 if shape.mono == 0 else None
+
+    def branches(arms: tuple) -> _Shape:
+        kept = []  # the arms that may be taken, a decided condition's as the last
+        for c, v in arms:
+            if c is not None and c in decided:
+                if decided[c]:
+                    kept.append((None, v))
+                    break
+                continue
+            kept.append((c, v))
+            if c is None:
+                break
+        if len(kept) == 1:
+            return of(kept[0][1])
+        if not kept:
+            return _Shape(0, 0, value="fails")  # no branch applies
+        arms = tuple(kept)
+        values = [of(v) for _, v in arms]
+        switches = [0 if c is None else condition(c) for c, _ in arms]
+        if all(d == 0 for d in switches):  # the same arm for every value of the parameter
+            live = [v for v in values if v.value != "fails"] or values
+            mono = _combine(v.mono for v in live)
+            return _Shape(mono, *sum_sign(live)) if mono is not None else _UNKNOWN
+        if len(arms) == 2 and arms[1][0] is None and switches[0]:
+            on, off = values  # the first arm where the condition holds
+            if on.value is None or off.value is None or "fails" in (on.value, off.value):
+                return _UNKNOWN
+            before, after = (off, on) if switches[0] == 1 else (on, off)
+            jump = (after.value > before.value) - (after.value < before.value)
+            return _Shape(jump, *sum_sign(values))
+        return _UNKNOWN
+
+    for i, t in steps:
+        found[i] = of(t)
+    return [of(t).mono for t in outputs]
+
+
 def _renamed(t: tuple, names: dict) -> tuple:
     """Residual tree ``t`` with its slots (and parameters) renamed by ``names``."""
     op = t[0]

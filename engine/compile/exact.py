@@ -248,6 +248,14 @@ class Evaluator:
             out.append(value)
         return out[0] if self._one else dict(zip(self.rules, out))
 
+    def direction(self, name: str) -> tuple[int | None, list]:
+        """How the first rule moves as varying ``name`` grows over whole values >= 1, where
+        the program's shape shows it (:func:`engine.compile.codegen.monotone`): (1 never
+        decreases, -1 never increases, 0 constant, None where it does not show; the junctions
+        b at which the caller compares the values at b - 1 and b)."""
+        steps, outputs, _ = self._residual
+        return codegen.monotone(steps, outputs[:1], self.varying.index(name))[0]
+
     def line(self, name: str) -> "Evaluator | None":
         """Where the first rule is a line in varying ``name`` (the program shows it: degree at
         most one), an evaluator of it and its slope in ``name`` ({rule: value, "d rule/d name": slope}):

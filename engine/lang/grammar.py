@@ -55,12 +55,14 @@ def lark_parser():
 #: the stand-alone parser's options: lark's for the rule language, with the one start symbol a
 #: value is parsed from (its parse tables are half the size, and it builds twice as fast)
 STANDALONE_OPTIONS = dict(LARK_OPTIONS, start=["expr"])
+#: how the module is trimmed (part of its name: a module trimmed otherwise is not loaded)
+STANDALONE_FORMAT = "without pickle, without logging"
 
 
 def standalone_name() -> str:
     """The file name of the stand-alone parser of the grammar as it is now."""
-    digest = hashlib.sha256(grammar_path().read_bytes()
-                            + json.dumps(STANDALONE_OPTIONS, sort_keys=True).encode()).hexdigest()[:32]
+    digest = hashlib.sha256(grammar_path().read_bytes() + json.dumps(STANDALONE_OPTIONS, sort_keys=True).encode()
+                            + STANDALONE_FORMAT.encode()).hexdigest()[:32]
     return f"lalr_{digest}.py"
 
 
@@ -72,6 +74,7 @@ def write_standalone(folder) -> None:
     out = io.StringIO()
     gen_standalone(lark.Lark(grammar_path().read_text(encoding="utf-8"), **STANDALONE_OPTIONS), out=out)
     source = _without_pickle(out.getvalue())
+    source = source and _without_logging(source)
     if source is None:  # another lark lays its runtime out otherwise: lark itself reads the values
         sys.stderr.write("memform: lark's stand-alone parser was not built (its pickle code has another shape)\n")
         return
@@ -111,6 +114,31 @@ def _without_pickle(source: str) -> str | None:
     ast.parse(out)  # still Python
     return out
 
+
+def _without_logging(source: str) -> str:
+    """Lark's stand-alone runtime with a silent logger in place of ``logging``'s (importing
+    ``logging`` is half the module's start): lark sets its logger to CRITICAL, and the runtime
+    only logs debug messages and lexer warnings below that, so nothing it would print is lost.
+    The source as it is where ``logging`` is used otherwise."""
+    lines = source.splitlines(keepends=True)
+    tree = ast.parse(source)
+    cuts = []
+    for node in tree.body:
+        if isinstance(node, ast.Import) and [a.name for a in node.names] == ["logging"]:
+            cuts.append((node.lineno, node.end_lineno, ""))
+        elif isinstance(node, ast.AnnAssign) and ast.unparse(node.target) == "logger":
+            cuts.append((node.lineno, node.end_lineno, "class _Silent:\n    def _nothing(self, *args, **kwargs):\n"
+                         "        pass\n    debug = info = warning = error = critical = _nothing\n\n\n"
+                         "logger = _Silent()\n"))
+        elif (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+              and ast.unparse(node.value.func) in ("logger.addHandler", "logger.setLevel")):
+            cuts.append((node.lineno, node.end_lineno, ""))
+    for first, last, text in sorted(cuts, reverse=True):
+        lines[first - 1:last] = [text] if text else []
+    out = "".join(lines)
+    if len(cuts) != 4 or any(isinstance(n, ast.Name) and n.id == "logging" for n in ast.walk(ast.parse(out))):
+        return source
+    return out
 
 
 def _lark_runtime():

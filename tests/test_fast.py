@@ -109,6 +109,57 @@ def test_the_formula_column_without_sympy_is_the_full_paths(lib, compiled):
     assert answered > declined  # the comparison is not vacuous
 
 
+def test_a_column_sympy_writes_depends_only_on_what_it_read(lib, compiled):
+    """columns.Reads: where the column is not a polynomial (sympy writes it), changing a value
+    the expansion did not read leaves sympy's column as it was.  Random model presets and
+    scenarios; the value changed is drawn from the inputs and options it did not read."""
+    from engine.answers.estimate import column_text, formula
+    from engine.compile.columns import Reads
+    from engine.compile.exact import bindings
+    from engine.compile.model import components
+    from engine.compile.outline import OPAQUE_RULES, SHOWN_INPUTS, TOTAL_OPAQUE
+    rng = random.Random("reads")
+    models = sorted(name for kind, name in lib.presets if kind == "model")
+    parts = components(lib)
+
+    def column(scenario):
+        try:
+            out = {n: column_text(formula(scenario, n)) for n in parts}
+            out["total"] = column_text(formula(scenario, "total", opaque=TOTAL_OPAQUE))
+            return out
+        except EngineError:
+            return None
+
+    checked = 0
+    for _ in range(60):
+        if checked == 8:
+            break
+        model = rng.choice(models)
+        scenario = Scenario.create(lib, model, "h100-80g").with_values(
+            mode=rng.choice(["infer", "train"]), **{n: v for n, v in _random_values(lib, rng).items()
+                                                  if n in ("dp", "tp", "zero_stage", "recompute", "finetune")})
+        values = _plain(scenario.values)
+        if fast._column(compiled, values, parts) is not None:
+            continue  # a polynomial: test_a_column_is_kept_under_the_values_it_read
+        walker = Reads(compiled, *bindings(compiled, values), SHOWN_INPUTS, OPAQUE_RULES, then=TOTAL_OPAQUE)
+        for name in parts:
+            walker.walk(name)
+        walker.then().walk("total")
+        unread = [n for n in ("dp", "tp", "zero_stage", "recompute", "finetune", "optimizer", "grad_accum", "precision")
+                  if n not in walker.read and (n in lib.inputs or n in lib.options)]
+        if not unread:
+            continue
+        name = rng.choice(unread)
+        other = ({"dp": 37, "tp": 4, "grad_accum": 3}.get(name) if name in lib.inputs
+                 else rng.choice([c for c in lib.options[name].choices if c != values[name]]))
+        before = column(scenario)
+        if before is None:
+            continue
+        assert column(scenario.with_values(**{name: other})) == before, (model, name, other)
+        checked += 1
+    assert checked == 8
+
+
 def test_show_without_sympy_is_the_full_paths(lib, compiled, monkeypatch, tmp_path):
     """``memform show RULE MODEL`` of a polynomial, written out from the compiled form, is what
     the full path prints (sympy's expansion, in graded order): every model preset, its own
@@ -367,15 +418,50 @@ def test_a_column_is_kept_under_the_values_it_read(tmp_path, monkeypatch):
         return _run(base + [a for t in sets for a in ("--set", t)], monkeypatch, use_fast)
 
     table("dp=3", use_fast=False)  # the cache warm (and this column kept by the full path)
-    quick = {sets: table(*sets) for sets in [("dp=5",), ("dp=7",), ("zero_stage=3", "dp=5"), ("zero_stage=3", "dp=7")]}
-    assert written == [("dp=5",), ("zero_stage=3", "dp=5"), ("zero_stage=3", "dp=7")]
-    # a column that read a number the command line gives (dp under ZeRO-3) is not kept
+    quick = {sets: table(*sets) for sets in [("recompute=full", "dp=5"), ("recompute=full", "dp=7"),
+                                             ("zero_stage=3", "dp=5"), ("zero_stage=3", "dp=7")]}
+    assert written == [("recompute=full", "dp=5"), ("zero_stage=3", "dp=5"), ("zero_stage=3", "dp=7")]
+    # a column that read a number the command line gives (dp under ZeRO-3) is not kept; the
+    # full path's (dp=3) is kept under what it read too, and answers dp=4
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.delenv("MEMFORM_NO_CACHE", raising=False)
     kept = fast._read("columns", fast._key())["columns"]
-    assert [("dp" in names) for names in kept] == [False]
+    assert not any("dp" in names for names in kept)
+    assert sum(len(columns) for columns in kept.values()) == 2  # dp=3's (sympy's) and recompute=full's
+    quick[("dp=4",)] = table("dp=4")
+    assert len(written) == 3
     for sets, text in quick.items():
         assert text == table(*sets, use_fast=False), sets
+
+
+def test_a_column_sympy_wrote_is_kept_under_the_values_it_read(tmp_path, monkeypatch):
+    """A formula column that is not a polynomial (serving: the KV cache rounds each sequence up
+    to whole blocks, a ceil of seq_len) is written by sympy, and kept under the values its
+    expansion read (columns.Reads): an estimate with another value of a name it never read
+    (dp: nothing is sharded over dp when serving) prints it without sympy, one with another
+    value of a name it read (tp) is derived anew; every table is the full path's."""
+    monkeypatch.chdir(tmp_path)
+    base = ["estimate", "deepseek-v3", "--gpu", "h100-80g", "--set", "mode=infer"]
+
+    def table(*sets, use_fast=True):
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+        monkeypatch.delenv("MEMFORM_NO_CACHE", raising=False)
+        return _run(base + [a for t in sets for a in ("--set", t)], monkeypatch, use_fast)
+
+    def answers(*sets) -> bool:
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+        monkeypatch.delenv("MEMFORM_NO_CACHE", raising=False)
+        from engine.cli import build_parser
+        args = build_parser().parse_args(base + [a for t in sets for a in ("--set", t)])
+        try:
+            return fast.report(args) is not None
+        finally:
+            monkeypatch.undo()
+
+    full = table("dp=3", use_fast=False)
+    assert not answers("dp=3", "tp=2")  # not a polynomial: no column without sympy
+    assert answers("dp=5") and table("dp=5") == table("dp=5", use_fast=False) != full
+    assert not answers("tp=2")  # tp was read: sympy writes that one
 
 
 def test_estimate_does_not_import_sympy_with_a_warm_cache(tmp_path):

@@ -32,7 +32,7 @@ from fractions import Fraction
 from pathlib import Path
 from types import SimpleNamespace
 
-from ..compile.columns import Polynomials, linear_root, quotient_text, reciprocal_root, root_text, text, value_at
+from ..compile.columns import Polynomials, Reads, linear_root, quotient_text, reciprocal_root, root_text, text, value_at
 from ..compile.exact import Evaluator, bindings, evaluate_rules
 from ..compile.outline import (FIT_RULE, OPAQUE_RULES, SHOWN_INPUTS, SIZES, TOP_LEVEL,
                                TOTAL_OPAQUE, check_usable, extra_rules)
@@ -206,6 +206,22 @@ def remember(rep: Report) -> None:
     while len(formulas) > MAX_FORMULAS:
         del formulas[next(iter(formulas))]
     _write("formulas", key, {"formulas": formulas})
+    # and under the values it depends on (columns.Reads), as a polynomial column is kept: an
+    # estimate that changes only a value it never read (dp where nothing is sharded over dp)
+    # prints it without sympy
+    compiled = _read("compiled", key)
+    if compiled is None:
+        return
+    try:
+        values = {n: v if isinstance(v, str) else Fraction(int(v.p), int(v.q)) for n, v in rep.values.items()}
+        fixed, pins = bindings(compiled, values)
+        walker = Reads(compiled, fixed, pins, SHOWN_INPUTS, OPAQUE_RULES, then=TOTAL_OPAQUE)
+        for name in rep.components:
+            walker.walk(name)
+        walker.then().walk("total")
+    except (Unsupported, ArithmeticError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
+        return
+    _keep_column(key, tuple(sorted(walker.read - set(SHOWN_INPUTS))), values, dict(rep.formulas))
 
 
 # ---------------------------------------------------------------- answers kept as text

@@ -148,7 +148,7 @@ class Polynomials:
         """The same rules with only the names ``then`` (given when this was made) opaque: the
         expansions already written out that hold no other opaque name are the same there, and
         are shared (the total's column inlines what the components' columns keep as names)."""
-        other = Polynomials.__new__(Polynomials)
+        other = type(self).__new__(type(self))
         other.__dict__.update(self.__dict__)
         other.opaque = self._later
         other.memo = {n: p for n, p in self.memo.items() if n not in self._own}
@@ -218,17 +218,23 @@ class Polynomials:
         if op == "not":
             return not self._truth(self._node(t[1], env, memo))
         if op == "^":
-            base, e = self._node(t[1], env, memo), t[2]
-            if e < 0:  # a division: by a number, or by one term (n_params), which may cancel
-                if len(base) != 1:
-                    raise Unsupported("a division by zero or by a sum")
-                ((m, c),) = base.items()
-                return _bounded({tuple((n, k * e) for n, k in m): c ** e})
-            out = _const(1)
-            for _ in range(e):
-                out = _mul(out, base)
-            return out
-        args = [self._node(a, env, memo) for a in t[1:]]
+            return self._power(self._node(t[1], env, memo), t[2])
+        return self._apply(op, [self._node(a, env, memo) for a in t[1:]])
+
+    @staticmethod
+    def _power(base: Poly, e: int) -> Poly:
+        if e < 0:  # a division: by a number, or by one term (n_params), which may cancel
+            if len(base) != 1:
+                raise Unsupported("a division by zero or by a sum")
+            ((m, c),) = base.items()
+            return _bounded({tuple((n, k * e) for n, k in m): c ** e})
+        out = _const(1)
+        for _ in range(e):
+            out = _mul(out, base)
+        return out
+
+    def _apply(self, op: str, args: list):
+        """An arithmetic, relation, ``max``, ``min`` or rounding node over its operands' values."""
         if op == "+":
             out: Poly = {}
             for a in args:
@@ -277,6 +283,79 @@ class Polynomials:
         if not isinstance(value, bool):
             raise Unsupported("a condition that is not decided")
         return value
+
+
+#: a value :class:`Reads` cannot write out (a ceil of a kept name, a condition on one ...)
+_UNKNOWN = object()
+
+
+class Reads(Polynomials):
+    """The values a formula column depends on where it is not a polynomial (sympy writes it):
+    the expansion :class:`Polynomials` makes, which instead of declining goes on where it
+    cannot write a value out, through every arm of a branch it cannot decide.  What it reads
+    (:attr:`Polynomials.read`) includes everything the column's text can depend on: a
+    branch sympy decides is decided here too (its condition over numbers alone), or all its
+    arms are read.  A column sympy wrote for some values is then the column for any values
+    that agree on these (engine.answers.quick keeps it so)."""
+
+    def walk(self, name: str) -> None:
+        self._expand(name, self.env, self.memo, top=True)
+
+    def _node(self, t: tuple, env: dict, memo: dict):
+        op = t[0]
+        if op in ("n", "b"):
+            return super()._node(t, env, memo)
+        if op == "v":
+            self.read.add(t[1])
+            return env.get(t[1], _UNKNOWN)
+        if op == "r":
+            try:
+                return self._expand(t[1], env, memo)
+            except Unsupported:  # no such rule: the full path says so
+                return _UNKNOWN
+        if op == "@":
+            rebound = dict(env)
+            for name, value in t[2]:
+                rebound[name] = self._node(value, env, memo)
+            return self._expand(t[1], rebound, {}, top=True)
+        if op == "if":
+            arms = t[1:]
+            for i, (cond, value) in enumerate(arms):
+                c = self._node(cond, env, memo)
+                if not isinstance(c, bool):  # not decided: any arm from here on may be taken
+                    for later_cond, later in arms[i + 1:]:
+                        self._node(later_cond, env, memo)
+                    for _, later in arms[i:]:
+                        self._node(later, env, memo)
+                    return _UNKNOWN
+                if c:
+                    return self._node(value, env, memo)
+            return _UNKNOWN  # no branch applies: the full path says so
+        if op in ("and", "or", "not"):
+            values = []
+            for a in t[1:]:
+                v = self._node(a, env, memo)
+                values.append(v)
+                if isinstance(v, bool) and op != "not" and v == (op == "or"):
+                    return v  # decided: the rest is not read (as sympy does not)
+            if not all(isinstance(v, bool) for v in values):
+                return _UNKNOWN
+            return (not values[0]) if op == "not" else (op == "and")
+        if op == "^":
+            base = self._node(t[1], env, memo)
+            if base is _UNKNOWN:
+                return _UNKNOWN
+            try:
+                return self._power(base, t[2])
+            except Unsupported:
+                return _UNKNOWN
+        args = [self._node(a, env, memo) for a in t[1:]]
+        if any(a is _UNKNOWN for a in args):
+            return _UNKNOWN
+        try:
+            return self._apply(op, args)
+        except Unsupported:
+            return _UNKNOWN
 
 
 # ---------------------------------------------------------------- printing

@@ -184,7 +184,7 @@ def _largest_on_line(t1, slope, most: int, capacity) -> tuple:
     none fits), for a total that is a line in the micro-batch, from its value and slope at 1."""
     if t1 > capacity:
         return 0, None
-    lo = most if slope <= 0 else max(1, min(most, 1 + int((capacity - t1) // slope)))
+    lo = most if slope <= 0 else min(most, 1 + int((capacity - t1) // slope))
     return lo, t1 + slope * (lo - 1)
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from ..compile.columns import Polynomials, Reads, linear_root, quotient_text, reciprocal_root, root_text, text, value_at
-from ..compile.exact import Evaluator, bindings, evaluate_rules
+from ..compile.exact import Evaluator, bindings, evaluate_rules, exact_values
 from ..compile.outline import (FIT_RULE, OPAQUE_RULES, SHOWN_INPUTS, SIZES, TOP_LEVEL,
                                TOTAL_OPAQUE, check_usable, extra_rules)
 from ..compile.trees import _key, _read, _setting, _write
@@ -213,7 +213,7 @@ def remember(rep: Report) -> None:
     if compiled is None:
         return
     try:
-        values = {n: v if isinstance(v, str) else Fraction(int(v.p), int(v.q)) for n, v in rep.values.items()}
+        values = exact_values(rep.values)
         fixed, pins = bindings(compiled, values)
         walker = Reads(compiled, fixed, pins, SHOWN_INPUTS, OPAQUE_RULES, then=TOTAL_OPAQUE)
         for name in rep.components:
@@ -369,8 +369,8 @@ def solve(args) -> search.SolveResult | None:
     compiled library: the same candidates, monotonicity (the grid, where the program's shape
     does not show it) and bisection as :func:`engine.answers.solve.solve` over the exact
     target, and its closed form where the target is linear in the unknown
-    (:func:`engine.compile.columns.linear_root`) or has one term over it, the state ZeRO shards over dp (:func:`engine.compile.columns.reciprocal_root`),
-    written as sympy writes it; or None: the full path answers, with its errors and the forms
+    (:func:`engine.compile.columns.linear_root`) or has one term over it, the state ZeRO
+    shards over dp (:func:`engine.compile.columns.reciprocal_root`), written as sympy writes it; or None: the full path answers, with its errors and the forms
     sympy finds."""
     unknown, direction, step, k = args.unknown, args.direction, args.step, args.multiple_of
     if (getattr(args, "rules", None) or unknown not in SOLVED or direction not in ("max", "min")

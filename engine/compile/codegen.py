@@ -41,6 +41,7 @@ def program(x0):
 """
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import re
@@ -341,12 +342,6 @@ def _degrees(steps: list, param: int):
     for i, t in steps:
         found[i] = of(t)
     return found, of
-
-
-def degree(steps: list, outputs: list, param: int) -> list:
-    """Each output's degree as a polynomial in parameter ``param`` (:func:`_degrees`)."""
-    _, of = _degrees(steps, param)
-    return [of(t) for t in outputs]
 
 
 def slope(steps: list, outputs: list, param: int):
@@ -1208,11 +1203,7 @@ def module(backend: Backend, steps: list, outputs: list, varying: tuple, rules: 
                   "_K = (" + "".join(f"Fraction({c.numerator}, {c.denominator}), " for c in backend.constants) + ")",
                   f"_MESSAGES = {tuple(backend.messages)!r}", "_ceil = math.ceil", "_floor = math.floor", "", "",
                   "def _no(k):", "    raise ValueError('cannot evaluate exactly: ' + _MESSAGES[k])", "", "",
-                  "def _inv(x):", "    if x == 0:", "        raise ZeroDivisionError('division by zero')",
-                  "    return Fraction(1, x) if type(x) is int else 1 / x", "", "",
-                  "def _div(a, b):", "    if b == 0:", "        raise ZeroDivisionError('division by zero')",
-                  "    if type(a) is int and type(b) is int:", "        q, r = divmod(a, b)",
-                  "        return Fraction(a, b) if r else q", "    return a / b", ""]
+                  inspect.getsource(_inv), "", inspect.getsource(_div)]
     lines += ["", f"VARYING = {tuple(varying)!r}", f"RULES = {tuple(rules)!r}", f"CODES = {codes!r}", "", "",
               body.rstrip(), "", "",
               "def evaluate(values):",

@@ -303,7 +303,7 @@ class Reads(Polynomials):
 
     def _node(self, t: tuple, env: dict, memo: dict):
         op = t[0]
-        if op in ("n", "b"):
+        if op in ("n", "b", "@"):  # "@" rebinds with this walker's values
             return super()._node(t, env, memo)
         if op == "v":
             self.read.add(t[1])
@@ -313,17 +313,12 @@ class Reads(Polynomials):
                 return self._expand(t[1], env, memo)
             except Unsupported:  # no such rule: the full path says so
                 return _UNKNOWN
-        if op == "@":
-            rebound = dict(env)
-            for name, value in t[2]:
-                rebound[name] = self._node(value, env, memo)
-            return self._expand(t[1], rebound, {}, top=True)
         if op == "if":
             arms = t[1:]
             for i, (cond, value) in enumerate(arms):
                 c = self._node(cond, env, memo)
                 if not isinstance(c, bool):  # not decided: any arm from here on may be taken
-                    for later_cond, later in arms[i + 1:]:
+                    for later_cond, _ in arms[i + 1:]:
                         self._node(later_cond, env, memo)
                     for _, later in arms[i:]:
                         self._node(later, env, memo)

@@ -56,6 +56,12 @@ def number(options: dict, name: str, value):
     return plain(Fraction(value))
 
 
+def exact_values(values: dict) -> dict:
+    """A scenario's values (choice names, sympy numbers) as the compiled library takes them:
+    choice names and Fractions."""
+    return {n: (v if isinstance(v, str) else Fraction(int(v.p), int(v.q))) for n, v in values.items()}
+
+
 def bindings(compiled: dict, values: dict, varying=()) -> tuple[dict, dict]:
     """``values`` (choice names, numbers) but the ``varying`` names, split into the inputs and
     options a :class:`engine.compile.codegen.Specialiser` fixes and the rules it pins."""
@@ -100,9 +106,7 @@ class Evaluator:
     def of(cls, scenario, rules: str | Iterable[str], varying: Iterable[str] = ()) -> "Evaluator":
         """The rules of a :class:`engine.Scenario` (a preset's, a config.json's, with a user's
         rule files), its values fixed but those in ``varying``."""
-        return cls.of_values(_compiled(scenario.library), rules,
-                             {n: (v if isinstance(v, str) else Fraction(int(v.p), int(v.q)))
-                              for n, v in scenario.values.items()}, varying)
+        return cls.of_values(_compiled(scenario.library), rules, exact_values(scenario.values), varying)
 
     @classmethod
     def of_values(cls, compiled: dict, rules: str | Iterable[str], values: dict,

@@ -81,6 +81,13 @@ def write_standalone(folder) -> None:
     (folder / standalone_name()).write_text(source, encoding="utf-8")
 
 
+def _cut(lines: list, cuts: list) -> str:
+    """``lines`` with each (first line, last line, replacement) of ``cuts`` (1-based) replaced."""
+    for first, last, text in sorted(cuts, reverse=True):
+        lines[first - 1:last] = [text] if text else []
+    return "".join(lines)
+
+
 def _without_pickle(source: str) -> str | None:
     """Lark's stand-alone runtime without the code that pickles: the ``pickle`` import,
     ``Lark.__init__`` (which builds a parser from grammar text and caches it; the stand-alone
@@ -106,9 +113,7 @@ def _without_pickle(source: str) -> str | None:
                             indent = lines[n.lineno - 1][:n.col_offset]
                             cuts.append((n.lineno, n.end_lineno,
                                          f"{indent}raise TypeError('only the parse tables built in are loaded')\n"))
-    for first, last, text in sorted(cuts, reverse=True):
-        lines[first - 1:last] = [text] if text else []
-    out = "".join(lines)
+    out = _cut(lines, cuts)
     if "pickle" in out:
         return None
     ast.parse(out)  # still Python
@@ -133,9 +138,7 @@ def _without_logging(source: str) -> str:
         elif (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
               and ast.unparse(node.value.func) in ("logger.addHandler", "logger.setLevel")):
             cuts.append((node.lineno, node.end_lineno, ""))
-    for first, last, text in sorted(cuts, reverse=True):
-        lines[first - 1:last] = [text] if text else []
-    out = "".join(lines)
+    out = _cut(lines, cuts)
     if len(cuts) != 4 or any(isinstance(n, ast.Name) and n.id == "logging" for n in ast.walk(ast.parse(out))):
         return source
     return out

@@ -79,14 +79,14 @@ def _compare_all_rules(lib, compiled, model):
 
 def test_the_formula_column_without_sympy_is_the_full_paths(lib, compiled):
     """The estimate's formula column as the path without sympy writes it (polynomials, from
-    the compiled form) is the text the full path derives with sympy, for every model preset
-    on random scenarios; where it declines, the full path's formula is not a polynomial or
-    needs what only sympy decides."""
+    the compiled form, whose names may include a ceiling, Max or Min no value decides) is the
+    text the full path derives with sympy, for every model preset on random scenarios; where
+    it declines, the full path's formula needs what only sympy decides."""
     from engine.answers.estimate import column_text, formula
     from engine.compile.model import components
     from engine.compile.outline import TOTAL_OPAQUE
     models = [name for kind, name in lib.presets if kind == "model"]
-    answered = declined = 0
+    answered = declined = rounded = 0
     for model in models:
         rng = random.Random(f"column {model}")
         for i in range(3):  # the preset's own values, then random options and sizes
@@ -95,7 +95,7 @@ def test_the_formula_column_without_sympy_is_the_full_paths(lib, compiled):
                 scenario = scenario.with_values(**_random_values(lib, rng))
             parts = components(scenario.library)
             assert parts == list(compiled["components"])
-            quick = fast._column(compiled, _plain(scenario.values), parts)
+            quick = fast._column(compiled, _plain(scenario.values), parts, atoms=True)
             if quick is None:
                 declined += 1
                 continue
@@ -106,7 +106,49 @@ def test_the_formula_column_without_sympy_is_the_full_paths(lib, compiled):
                 pytest.fail(f"{model}: a column without sympy where the full path has none")
             assert quick == full, model
             answered += 1
-    assert answered > declined  # the comparison is not vacuous
+            rounded += any("ceiling(" in t or "Min(" in t or "Max(" in t for t in quick.values())
+    assert answered > 10 * declined and rounded > 20  # the comparison is not vacuous
+
+
+def test_a_column_with_roundings_is_the_rules_value_at_other_workloads(lib, compiled):
+    """Where the column keeps a ceiling, Max or Min of micro_batch and seq_len (serving's KV
+    cache in whole blocks, a sliding window), each component's formula has the exact value of
+    the rule at other values of them, computed anew: the whole terms taken out of a rounding,
+    the arguments of a Max or Min dropped as exceeded, a rounding moved into a Min are the
+    rules' own arithmetic.  Random model presets, serving and training."""
+    from engine.compile.columns import Atom, Polynomials, value_at
+    from engine.compile.exact import bindings
+    from engine.compile.outline import OPAQUE_RULES, SHOWN_INPUTS
+    models = sorted(name for kind, name in lib.presets if kind == "model")
+    rng = random.Random("rounded columns")
+    checked, kinds = 0, set()
+    for _ in range(300):
+        if checked == 16:
+            break
+        model = rng.choice(models)
+        try:
+            scenario = Scenario.create(lib, model, "h100-80g").with_values(**_random_values(lib, rng))
+        except EngineError:
+            continue
+        values = _plain(scenario.values)
+        walker = Polynomials(compiled, *bindings(compiled, values), SHOWN_INPUTS, OPAQUE_RULES, atoms=True)
+        try:
+            polys = {n: walker.rule(n) for n in compiled["components"]}
+        except constants.Unsupported:
+            continue
+        rounded = {n: p for n, p in polys.items() if any(isinstance(a, Atom) for m in p for a, _ in m)}
+        if not rounded:
+            continue
+        kinds |= {a.op for p in rounded.values() for m in p for a, _ in m if isinstance(a, Atom)}
+        opaque = [n for n in OPAQUE_RULES if n in compiled["rules"]]
+        for mb, seq in ((1, 1), (3, 17), (2, 4095), (2, 4097), (1, 70001), (5, 511)):
+            at = dict(values, micro_batch=Fraction(mb), seq_len=Fraction(seq))
+            exact = evaluate_rules(compiled, at, [*rounded, *opaque])
+            point = {"micro_batch": mb, "seq_len": seq, **{n: exact[n] for n in opaque}}
+            for name, poly in rounded.items():
+                assert value_at(poly, point) == exact[name], (model, name, mb, seq)
+        checked += 1
+    assert checked == 16 and {"ceiling", "Min"} <= kinds
 
 
 def test_a_column_sympy_writes_depends_only_on_what_it_read(lib, compiled):
@@ -435,22 +477,25 @@ def test_a_column_is_kept_under_the_values_it_read(tmp_path, monkeypatch):
 
 
 def test_a_column_sympy_wrote_is_kept_under_the_values_it_read(tmp_path, monkeypatch):
-    """A formula column that is not a polynomial (serving: the KV cache rounds each sequence up
-    to whole blocks, a ceil of seq_len) is written by sympy, and kept under the values its
+    """A formula column the compiled trees do not give (here: the walker made to decline, as
+    it does for a Max it cannot order) is written by sympy, and kept under the values its
     expansion read (columns.Reads): an estimate with another value of a name it never read
     (dp: nothing is sharded over dp when serving) prints it without sympy, one with another
     value of a name it read (tp) is derived anew; every table is the full path's."""
     monkeypatch.chdir(tmp_path)
     base = ["estimate", "deepseek-v3", "--gpu", "h100-80g", "--set", "mode=infer"]
 
-    def table(*sets, use_fast=True):
+    def setup():
         monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
         monkeypatch.delenv("MEMFORM_NO_CACHE", raising=False)
+        monkeypatch.setattr(fast, "_column", lambda *args, **kw: None)
+
+    def table(*sets, use_fast=True):
+        setup()
         return _run(base + [a for t in sets for a in ("--set", t)], monkeypatch, use_fast)
 
     def answers(*sets) -> bool:
-        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-        monkeypatch.delenv("MEMFORM_NO_CACHE", raising=False)
+        setup()
         from engine.cli import build_parser
         args = build_parser().parse_args(base + [a for t in sets for a in ("--set", t)])
         try:
@@ -459,9 +504,12 @@ def test_a_column_sympy_wrote_is_kept_under_the_values_it_read(tmp_path, monkeyp
             monkeypatch.undo()
 
     full = table("dp=3", use_fast=False)
-    assert not answers("dp=3", "tp=2")  # not a polynomial: no column without sympy
+    assert not answers("dp=3", "tp=2")  # no column without sympy
     assert answers("dp=5") and table("dp=5") == table("dp=5", use_fast=False) != full
     assert not answers("tp=2")  # tp was read: sympy writes that one
+    # and without the walker made to decline, the column at tp=2 is written out from the trees
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert _run(base + ["--set", "tp=2"], monkeypatch, True) == table("tp=2", use_fast=False)
 
 
 def test_estimate_does_not_import_sympy_with_a_warm_cache(tmp_path):
@@ -482,6 +530,19 @@ def test_estimate_does_not_import_sympy_with_a_warm_cache(tmp_path):
     # another workload with the same options reuses the formula column; JSON needs none
     assert run("--set", "micro_batch=4", "--set", "seq_len=8192")[:2] == ["0", "False"]
     assert run("--set", "zero_stage=1", "--json")[:2] == ["0", "False"]
+    # serving at a tp never asked before: its KV cache in whole blocks (a ceiling of seq_len)
+    # and a sliding window (a Min) are written out from the compiled trees too
+    assert run("--set", "mode=infer", "--set", "tp=4")[:2] == ["0", "False"]
+    assert run("--set", "mode=infer", "--set", "tp=2", "--set", "dp=1")[:2] == ["0", "False"]
+    # a layout that breaks a divisibility constraint: the full path's error, without sympy
+    argv[1] = "gemma2-9b"
+    assert run("--set", "mode=infer", "--set", "tp=2")[:2] == ["0", "False"]
+    broken = [sys.executable, "-c", probe, *argv, "--set", "tp=3"]
+    fast_run = subprocess.run(broken, env=env, cwd=tmp_path, capture_output=True, text=True, check=True)
+    full_run = subprocess.run(broken, env=dict(env, MEMFORM_NO_CACHE="1"), cwd=tmp_path, capture_output=True,
+                              text=True, check=True)
+    assert fast_run.stdout.split()[:2] == ["2", "False"] and full_run.stdout.split()[:2] == ["2", "True"]
+    assert "impossible layout: tp=3 does not divide" in fast_run.stderr and fast_run.stderr == full_run.stderr
 
 
 ANSWERED = [
@@ -597,13 +658,19 @@ def test_random_command_lines_give_the_full_paths_json(lib, tmp_path_factory):
                 mp.setenv(k, v)
             mp.delenv("MEMFORM_NO_CACHE", raising=False)
             args = _args(argv)
-            quick = fast.report(args)
+            try:
+                quick = fast.report(args)
+            except EngineError as exc:  # an impossible layout, found without sympy
+                quick = exc
             mp.setattr(fast, "report", lambda args: None)
             out, err = io.StringIO(), io.StringIO()
             code = main(argv, out=out, err=err)
         if quick is None:
             return
         answered.append(argv)
+        if isinstance(quick, EngineError):  # the full path's error, the same words
+            assert (code, json.loads(out.getvalue())["error"]["message"]) == (quick.exit_code, quick.message)
+            return
         assert code == 0, err.getvalue()
         assert json.dumps(quick.to_json(), indent=2) + "\n" == out.getvalue()
 

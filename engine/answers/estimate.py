@@ -179,10 +179,11 @@ def show_text(expr) -> str:
 
 
 def column_text(expr) -> str:
-    """A formula of the estimate's column: a polynomial expanded and printed as the path
-    without sympy prints it (:mod:`engine.compile.columns`), anything else by sympy."""
+    """A formula of the estimate's column: a polynomial (its names may include a rounding, max
+    or min no value decides) expanded and printed as the path without sympy prints it
+    (:mod:`engine.compile.columns`), anything else by sympy."""
     try:
-        poly = from_sympy(expr)
+        poly = from_sympy(expr, atoms=True)
         return show_text(expr) if poly is None else text(poly)
     except RecursionError:  # sympy orders and prints a deeply nested expression recursively
         return "(nested too deeply to print)"

@@ -40,7 +40,7 @@ from ..compile.trees import _key, _read, _setting, _write
 from ..errors import EngineError
 from ..lang.constants import Unsupported
 from ..lazy import lazy
-from ..library.layout import DIVIDES, broken
+from ..library.layout import DIVIDES, broken, refuse
 from ..paths import data_path
 from . import search
 from .report import Report
@@ -56,6 +56,11 @@ def _refuse_broken(values: dict, known: dict) -> None:
     not answered here: the full path says which constraint it breaks."""
     if broken(values, known.get):
         raise Unsupported("an impossible layout")
+
+
+class _Impossible(Exception):
+    """A layout that breaks a divisibility constraint, found once every value is known: the
+    error the full path raises for it (:func:`engine.library.layout.check`) is raised here."""
 
 
 #: the most combinations of options whose formula column is kept
@@ -87,7 +92,9 @@ def report(args) -> Report | None:
         sizes = [n for n in LAYOUT_SIZES if n in compiled["rules"]] if check else []
         exact = evaluate_rules(compiled, values, names + list(compiled["components"]) + [FIT_RULE] * fit + sizes)
         if check:
-            _refuse_broken(values, dict(values, **{n: exact[n] for n in sizes}))
+            problems = broken(values, dict(values, **{n: exact[n] for n in sizes}).get)
+            if problems:
+                raise _Impossible(problems)
         rules = {n: exact[n] for n in names}
         parts = {n: exact[n] for n in compiled["components"]}
         formulas = {}
@@ -96,11 +103,13 @@ def report(args) -> Report | None:
             given = {t.split("=", 1)[0].strip() for t in args.sets}
             varied = {n for n in given if n in values and not isinstance(values[n], str)}  # numbers given
             formulas = ((stored and stored["formulas"].get(_formula_key(values)))
-                        or _kept_column(key, values) or _column(compiled, values, parts, key, varied))
+                        or _kept_column(key, values) or _column(compiled, values, parts, key, varied, atoms=True))
             if not formulas or any(n not in formulas for n in (*parts, "total")):
                 return None
         capacity = exact[FIT_RULE] if fit else values.get("capacity")
         return Report(args.model, args.gpu, values, rules, parts, capacity, formulas)
+    except _Impossible as exc:
+        refuse(exc.args[0])  # raised outside the handlers below: the command's error
     except Unsupported:
         return None
     except (EngineError, ArithmeticError, ValueError, TypeError, KeyError, IndexError, AttributeError,
@@ -108,15 +117,18 @@ def report(args) -> Report | None:
         return None  # whatever the cause (a figure out of range ...), the full path answers or reports it
 
 
-def _column(compiled: dict, values: dict, parts, key: str | None = None, varied=frozenset()) -> dict | None:
-    """The formula column where every formula in it is a polynomial (:mod:`engine.compile.columns`),
-    else None: the full path derives it with sympy.  With the cache's ``key`` it is kept under
+def _column(compiled: dict, values: dict, parts, key: str | None = None, varied=frozenset(),
+            atoms: bool = False) -> dict | None:
+    """The formula column where every formula in it is a polynomial (:mod:`engine.compile.columns`;
+    with ``atoms``, one whose names may include a rounding, max or min no value decides, as the
+    command line prints it; the page writes polynomials alone), else None: the full path
+    derives it with sympy.  With the cache's ``key`` it is kept under
     the values it was written out from (:func:`_kept_column`), unless it read one of the
     numbers the command line gives (``varied``): the next command most likely gives another,
     and keeping the column takes longer than writing it out again."""
     fixed, pins = bindings(compiled, values)
     try:
-        each = Polynomials(compiled, fixed, pins, SHOWN_INPUTS, OPAQUE_RULES, then=TOTAL_OPAQUE)
+        each = Polynomials(compiled, fixed, pins, SHOWN_INPUTS, OPAQUE_RULES, then=TOTAL_OPAQUE, atoms=atoms)
         column = {name: text(each.rule(name)) for name in parts}
         column["total"] = text(each.then().rule("total"))
     except (Unsupported, ArithmeticError, ValueError, RecursionError):

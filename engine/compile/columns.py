@@ -22,6 +22,7 @@ the polynomials are equal; ``tests/test_fast.py`` holds the one to the other.
 """
 from __future__ import annotations
 
+import itertools
 import math
 from fractions import Fraction
 
@@ -32,6 +33,31 @@ sympy = lazy("sympy")  # only to read a sympy expression (from_sympy)
 
 #: a polynomial: {monomial: coefficient}, a monomial a sorted tuple of (name, exponent)
 Poly = dict
+
+
+class Atom(str):
+    """A rounding, ``Max`` or ``Min`` of polynomials in kept names that no value decides
+    (``ceiling(seq_len/16)``: a sequence in whole KV blocks; ``Min(4096, seq_len)``: a
+    sliding window): it stays a name of the column's polynomial, and is that name's text.
+    ``op`` is sympy's name for it, ``args`` its polynomials (:meth:`Forms.atom` makes one
+    canonical)."""
+
+    op: str
+    args: tuple
+
+    def __new__(cls, op: str, args: tuple) -> "Atom":
+        self = super().__new__(cls, f"{op}({', '.join(text(a) for a in args)})")
+        self.op, self.args = op, args
+        return self
+
+    def __reduce__(self):
+        return Atom, (self.op, self.args)
+
+
+def _name_key(name: str) -> tuple:
+    """Names first, then the atoms (sympy orders a function after the symbols)."""
+    return (isinstance(name, Atom), name)
+
 
 #: the highest degree and the most terms a column's polynomial may have (else sympy answers)
 MAX_DEGREE = 16
@@ -54,11 +80,21 @@ def value_at(p: Poly, point: dict) -> Fraction:
     total = Fraction(0)
     for m, c in p.items():
         for n, e in m:
+            if isinstance(n, Atom):
+                c *= _atom_value(n, point) ** e
+                continue
             if n not in point:
                 raise Unsupported(f"'{n}' where a number is needed")
             c *= Fraction(point[n]) ** e
         total += c
     return total
+
+
+def _atom_value(a: Atom, point: dict) -> Fraction:
+    values = [value_at(p, point) for p in a.args]
+    if a.op in ("Max", "Min"):
+        return max(values) if a.op == "Max" else min(values)
+    return Fraction((math.ceil if a.op == "ceiling" else math.floor)(values[0]))
 
 
 def _add(p: Poly, q: Poly) -> Poly:
@@ -106,34 +142,238 @@ def _bounded(p: Poly) -> Poly:
 
 def nonnegative(compiled: dict, keep) -> frozenset:
     """The kept inputs declared >= 0 (their sympy symbols are nonnegative): a max or min over
-    them is decided from the coefficients alone (:meth:`Polynomials._extreme`)."""
+    them is decided from the coefficients alone (:meth:`Forms._extreme`)."""
     return frozenset(n for n in keep if n in compiled["inputs"]
                      and compiled["inputs"][n][2] is not None and compiled["inputs"][n][2] >= 0)
 
 
 def whole_positive(compiled: dict, keep) -> frozenset:
     """The kept inputs whose sympy symbols are positive integers (so at least 1): a max or min
-    of one term in them and a number is decided (:meth:`Polynomials._at_least`)."""
+    of one term in them and a number is decided (:meth:`Forms._at_least`)."""
     return frozenset(n for n in nonnegative(compiled, keep) if compiled["inputs"][n][1]
                      and (compiled["inputs"][n][2] > 0 or compiled["inputs"][n][3]))
 
 
-class Polynomials:
+def integer(compiled: dict, keep) -> frozenset:
+    """The kept inputs whose sympy symbols are integers: a term in them with a whole
+    coefficient is whole, and leaves a rounding (:meth:`Forms._round`)."""
+    return frozenset(n for n in keep if n in compiled["inputs"] and compiled["inputs"][n][1])
+
+
+class Forms:
+    """What is known of the kept names (never negative, whole and positive, whole) and what
+    follows from it: the argument of a max (min) that is the largest (smallest) for every value,
+    where sympy's Max and Min decide it from the names' assumptions; and, with ``atoms``, a
+    rounding, max or min that no value decides, kept as an :class:`Atom` in the form sympy's
+    ceiling, Max and Min take (integer terms out of a rounding, nested ones flattened, an
+    argument provably exceeded dropped), else declined (:class:`Unsupported`)."""
+
+    def __init__(self, nonnegative: frozenset, whole_positive: frozenset, integer: frozenset = frozenset(),
+                 atoms: bool = False):
+        self.nonnegative, self.whole_positive, self.integer = nonnegative, whole_positive, integer
+        self.atoms = atoms
+
+    def _extreme(self, op: str, args: list) -> Poly:
+        """max or min of polynomials: the one that is at least (at most) every other one for
+        every value of the kept names, where that shows in the coefficients alone (their
+        difference has no negative coefficient, and only names that are never negative), as
+        sympy's Max and Min decide it from the names' assumptions; else an atom or declined."""
+        for p in args:
+            if all(self._at_least(p, q) if op == "max" else self._at_least(q, p) for q in args if q is not p):
+                return p
+        if not self.atoms:
+            raise Unsupported(f"a {op} that depends on a kept name")
+        return self._extreme_atom("Max" if op == "max" else "Min", args)
+
+    def _extreme_atom(self, kind: str, args: list) -> Poly:
+        """Max or Min kept as an atom: nested ones of the same kind flattened, every argument
+        that another one provably exceeds (falls short of) dropped, and each pair left seen to
+        cross (each the larger at some values of the names): a pair sympy could order is
+        declined, whichever way it would write it."""
+        flat: dict = {}
+        for a in args:
+            inner = _single_atom(a)
+            for b in (inner.args if inner is not None and inner.op == kind else (a,)):
+                self._of_kept_names(b)
+                flat.setdefault(text(b), b)
+        kept: list = []
+        for t in sorted(flat):
+            q = flat[t]
+            if any(self._beyond(kind, p, q) for p in kept):
+                continue
+            kept = [r for r in kept if not self._beyond(kind, q, r)]
+            kept.append(q)
+        if len(kept) == 1:
+            return kept[0]
+        for i, p in enumerate(kept):
+            for q in kept[i + 1:]:
+                if not self._cross(p, q):
+                    raise Unsupported(f"a {kind} whose arguments may be ordered")
+        return {((Atom(kind, tuple(sorted(kept, key=_arg_key))), 1),): Fraction(1)}
+
+    def _beyond(self, kind: str, p: Poly, q: Poly) -> bool:
+        return self._at_least(p, q) if kind == "Max" else self._at_least(q, p)
+
+    def _round(self, op: str, p: Poly) -> Poly:
+        """ceil or floor of a polynomial: of a number, a number; else, with ``atoms``, its whole
+        terms (a whole coefficient over whole names, as sympy's ``is_integer``) taken out and
+        the rest kept as an atom, as sympy's ceiling and floor take them; of a Max or Min
+        times a positive number, the Max or Min of its arguments rounded."""
+        rounding = math.ceil if op == "ceil" else math.floor
+        if not any(m for m in p):
+            return _const(rounding(_constant(p)))
+        if not self.atoms:
+            raise Unsupported(f"a {op} of a kept name")
+        self._of_kept_names(p)
+        if len(p) == 1:  # c Max(a, b) with c > 0 rounds as Max(round(c a), round(c b)): rounding is monotone
+            ((m, c),) = p.items()
+            if c > 0 and len(m) == 1 and m[0][1] == 1 and isinstance(m[0][0], Atom) and m[0][0].op in ("Max", "Min"):
+                a = m[0][0]
+                return self._extreme(a.op.lower(), [self._round(op, _mul(_const(c), arg)) for arg in a.args])
+        whole = {m: c for m, c in p.items() if c.denominator == 1 and all(self._whole(n) for n, _ in m)}
+        rest = {m: c for m, c in p.items() if m not in whole}
+        if not any(m for m in rest):
+            return _add(whole, _const(rounding(rest.get((), Fraction(0)))))
+        return _add(whole, {((Atom("ceiling" if op == "ceil" else "floor", (rest,)), 1),): Fraction(1)})
+
+    def _of_kept_names(self, p: Poly) -> None:
+        """An atom's argument names only whole positive kept names (and atoms of them): what
+        :meth:`_cross` samples."""
+        for m in p:
+            for n, e in m:
+                if e < 0 or (not isinstance(n, Atom) and n not in self.whole_positive):
+                    raise Unsupported(f"a rounding, max or min of '{n}'")
+
+    def _whole(self, name: str) -> bool:
+        if isinstance(name, Atom):
+            return name.op in ("ceiling", "floor") or all(
+                all(c.denominator == 1 and all(self._whole(n) for n, _ in m) for m, c in a.items()) for a in name.args)
+        return name in self.integer
+
+    def _never_negative(self, name: str) -> bool:
+        if isinstance(name, Atom):
+            return all(self._plainly_nonnegative(a) for a in name.args)
+        return name in self.nonnegative
+
+    def _plainly_nonnegative(self, d: Poly) -> bool:
+        return all(c >= 0 and all(self._never_negative(n) for n, _ in m) for m, c in d.items())
+
+    def _at_least(self, p: Poly, q: Poly) -> bool:
+        d = _add(p, _neg(q))
+        if self._nonnegative(d):
+            return True
+        if self.atoms and any(isinstance(n, Atom) for m in d for n, _ in m):
+            return any(self._nonnegative(b) for b in self._lower_bounds(d))
+        return False
+
+    def _nonnegative(self, d: Poly) -> bool:
+        if self._plainly_nonnegative(d):
+            return True
+        # one term in kept names that are whole and positive (so at least 1) and a negative number:
+        # sympy decides c m + c0 >= 0 where c + c0 >= 0 (max(1, dp) is dp, max(2, 2 dp) is 2 dp),
+        # though not for more terms (max(1, x + y) stays)
+        terms = [(m, c) for m, c in d.items() if m]
+        if len(terms) != 1 or d.get((), 0) >= 0:
+            return False
+        (m, c), = terms
+        return c > 0 and all(n in self.whole_positive and e > 0 for n, e in m) and c + d[()] >= 0
+
+    def _lower_bounds(self, d: Poly) -> list:
+        """Polynomials at most ``d`` at every value: in a term of one atom and names never
+        negative, a Min the term falls with replaced by one of its arguments, a Max or a
+        ceiling it rises with by one of its arguments, a floor it falls with by its argument;
+        of arguments never negative, a Max it falls with by their sum, a Min it rises with by 0."""
+        choices = []
+        for m, c in d.items():
+            atoms = [(n, e) for n, e in m if isinstance(n, Atom)]
+            others = tuple((n, e) for n, e in m if not isinstance(n, Atom))
+            options = [{m: c}]
+            if len(atoms) == 1 and atoms[0][1] == 1 and all(self._never_negative(n) for n, _ in others):
+                a = atoms[0][0]
+                if (a.op == "Min" and c < 0) or (a.op in ("Max", "ceiling") and c > 0) or (a.op == "floor" and c < 0):
+                    options += [_mul({others: c}, arg) for arg in a.args]
+                elif a.op in ("Max", "Min") and all(self._plainly_nonnegative(arg) for arg in a.args):
+                    # of arguments never negative, a Max is at most their sum, a Min at least 0
+                    options.append(_mul({others: c}, _sum(a.args)) if c < 0 else {})
+            choices.append(options)
+        out = [{}]
+        for options in choices:
+            out = [_add(b, o) for b in out for o in options]
+            if len(out) > MAX_BOUNDS:
+                return []
+        return out
+
+    def _cross(self, p: Poly, q: Poly) -> bool:
+        """Whether each of ``p`` and ``q`` is the larger at some whole positive values of their
+        names (then no assumption orders them: sympy keeps both)."""
+        d = _add(p, _neg(q))
+        names = sorted(_names(d))
+        if len(names) > 3:
+            return False
+        above = below = False
+        for values in itertools.product(SAMPLES, repeat=len(names)):
+            v = value_at(d, dict(zip(names, values)))
+            above, below = above or v > 0, below or v < 0
+            if above and below:
+                return True
+        return False
+
+
+#: the values of whole positive names at which :meth:`Forms._cross` looks for each side
+#: (the page's runtime takes them from here too)
+SAMPLES = (1, 2, 3, 5, 8, 16, 64, 100, 1000, 4095, 4096, 4097, 10**5, 10**6, 10**8)
+#: the most lower bounds :meth:`Forms._lower_bounds` tries (none past it: not shown to hold)
+MAX_BOUNDS = 64
+
+
+def _sum(polys) -> Poly:
+    out: Poly = {}
+    for p in polys:
+        out = _add(out, p)
+    return out
+
+
+def _names(p: Poly) -> set:
+    out = set()
+    for m in p:
+        for n, _ in m:
+            if isinstance(n, Atom):
+                for a in n.args:
+                    out |= _names(a)
+            else:
+                out.add(n)
+    return out
+
+
+def _single_atom(p: Poly) -> Atom | None:
+    if len(p) == 1:
+        ((m, c),) = p.items()
+        if c == 1 and len(m) == 1 and m[0][1] == 1 and isinstance(m[0][0], Atom):
+            return m[0][0]
+    return None
+
+
+def _arg_key(p: Poly) -> tuple:
+    """A Max's or Min's arguments in sympy's order: numbers first."""
+    return (any(m for m in p), text(p))
+
+
+class Polynomials(Forms):
     """Rules as polynomials in the names ``keep`` (inputs) and ``opaque`` (rules that stay
     names), the other values of ``compiled``'s inputs and options fixed as in ``fixed`` (option
     codes, numbers) and the rules in ``pins`` pinned: :func:`engine.answers.estimate.formula`'s
-    expansion, rule by rule."""
+    expansion, rule by rule.  With ``atoms``, a rounding, max or min no value decides stays
+    an :class:`Atom` (the estimate's column), else it is declined."""
 
     def __init__(self, compiled: dict, fixed: dict, pins: dict, keep: tuple, opaque: tuple, then: tuple = (),
-                 point: dict | None = None):
+                 point: dict | None = None, atoms: bool = False):
+        super().__init__(nonnegative(compiled, keep), whole_positive(compiled, keep), integer(compiled, keep), atoms)
         self.rules = compiled["rules"]
         self.pins = {n: _const(v) for n, v in pins.items()}
         self.opaque = frozenset(opaque)
         self.env = {n: _const(v) for n, v in fixed.items() if n not in keep}
         self.env.update({n: {((n, 1),): Fraction(1)} for n in keep})
         self.memo: dict = {}  # the rules written out in env (an opaque one only as asked for)
-        self.nonnegative = nonnegative(compiled, keep)
-        self.whole_positive = whole_positive(compiled, keep)
         # what :meth:`then` shares: the expansions that met no name opaque here but not in ``then``
         self._later = frozenset(then)
         self._met = 0  # names met that stay names here and not in ``then``
@@ -252,31 +492,8 @@ class Polynomials:
         if op in ("max", "min"):
             return self._extreme(op, args)
         if op in ("ceil", "floor"):
-            return _const((math.ceil if op == "ceil" else math.floor)(_constant(args[0])))
+            return self._round(op, args[0])
         raise Unsupported(f"{op!r} in a formula")
-
-    def _extreme(self, op: str, args: list) -> Poly:
-        """max or min of polynomials: the one that is at least (at most) every other one for
-        every value of the kept names, where that shows in the coefficients alone (their
-        difference has no negative coefficient, and only names that are never negative), as
-        sympy's Max and Min decide it from the names' assumptions; else declined."""
-        for p in args:
-            if all(self._at_least(p, q) if op == "max" else self._at_least(q, p) for q in args if q is not p):
-                return p
-        raise Unsupported(f"a {op} that depends on a kept name")
-
-    def _at_least(self, p: Poly, q: Poly) -> bool:
-        d = _add(p, _neg(q))
-        if all(c >= 0 and all(n in self.nonnegative for n, _ in m) for m, c in d.items()):
-            return True
-        # one term in kept names that are whole and positive (so at least 1) and a negative number:
-        # sympy decides c m + c0 >= 0 where c + c0 >= 0 (max(1, dp) is dp, max(2, 2 dp) is 2 dp),
-        # though not for more terms (max(1, x + y) stays)
-        terms = [(m, c) for m, c in d.items() if m]
-        if len(terms) != 1 or d.get((), 0) >= 0:
-            return False
-        (m, c), = terms
-        return c > 0 and all(n in self.whole_positive and e > 0 for n, e in m) and c + d[()] >= 0
 
     @staticmethod
     def _truth(value) -> bool:
@@ -357,7 +574,7 @@ class Reads(Polynomials):
 def _term(monomial: tuple, c: Fraction) -> str:
     """One term as sympy's str printer writes a product: the numerator's factors (the
     coefficient's first), then ``/`` and the coefficient's denominator."""
-    factors = [f"{n}**{e}" if e != 1 else n for n, e in monomial]
+    factors = [f"{n}**{e}" if e != 1 else n for n, e in sorted(monomial, key=lambda t: _name_key(t[0]))]
     p, q = abs(c.numerator), c.denominator
     if p != 1 or not factors:
         factors.insert(0, str(p))
@@ -371,7 +588,7 @@ def text(p: Poly, order: str = "grlex") -> str:
     ``order="lex"`` by the exponents alone, as ``sympy.sstr(expr)`` prints a sum."""
     if not p:
         return "0"
-    names = sorted({n for m in p for n, _ in m})
+    names = sorted({n for m in p for n, _ in m}, key=_name_key)
 
     def key(m: tuple):
         exps = dict(m)
@@ -469,20 +686,50 @@ def root_text(ratio: Fraction, num: Poly, m: tuple) -> str:
     return (f"{ratio.numerator}*{top}" if ratio.numerator != 1 else top) + f"/{bottom}"
 
 
-def from_sympy(expr) -> Poly | None:
+def from_sympy(expr, atoms: bool = False) -> Poly | None:
     """A sympy expression as a polynomial with rational coefficients in its free symbols (by
-    their names), or None when it is not one."""
+    their names), or None when it is not one; with ``atoms``, a ceiling, floor, Max or Min
+    in it made an :class:`Atom` as :class:`Polynomials` makes it from the compiled rules
+    (so that both paths print the same column), or None where that declines."""
     names = sorted(expr.free_symbols, key=lambda s: s.name)
     if not names:
         return _const(Fraction(int(expr.p), int(expr.q))) if expr.is_Rational else None
     try:
         poly = sympy.Poly(expr, *names)
     except (sympy.PolynomialError, sympy.GeneratorsNeeded):
+        poly = None
+    if poly is not None and (poly.domain.is_QQ or poly.domain.is_ZZ):
+        out: Poly = {}
+        for exps, c in poly.terms():
+            c = sympy.Rational(c)
+            out[tuple((s.name, e) for s, e in zip(names, exps) if e)] = Fraction(int(c.p), int(c.q))
+        return out
+    if not atoms:
         return None
-    if not poly.domain.is_QQ and not poly.domain.is_ZZ:
+    forms = Forms(frozenset(s.name for s in names if s.is_nonnegative),
+                  frozenset(s.name for s in names if s.is_integer and s.is_positive),
+                  frozenset(s.name for s in names if s.is_integer), atoms=True)
+    try:
+        out = _from_tree(expr, forms)
+    except (Unsupported, ArithmeticError, RecursionError):
         return None
-    out: Poly = {}
-    for exps, c in poly.terms():
-        c = sympy.Rational(c)
-        out[tuple((s.name, e) for s, e in zip(names, exps) if e)] = Fraction(int(c.p), int(c.q))
-    return out
+    return None if any(e < 0 for m in out for _, e in m) else out
+
+
+def _from_tree(e, forms: Forms) -> Poly:
+    if e.is_Rational:
+        return _const(Fraction(int(e.p), int(e.q)))
+    if e.is_Symbol:
+        return {((e.name, 1),): Fraction(1)}
+    if e.is_Add or e.is_Mul:
+        out = _const(0 if e.is_Add else 1)
+        for a in e.args:
+            out = _bounded(_add(out, _from_tree(a, forms))) if e.is_Add else _mul(out, _from_tree(a, forms))
+        return out
+    if e.is_Pow and e.exp.is_Integer:
+        return Polynomials._power(_from_tree(e.base, forms), int(e.exp))
+    if isinstance(e, (sympy.ceiling, sympy.floor)):
+        return forms._round("ceil" if isinstance(e, sympy.ceiling) else "floor", _from_tree(e.args[0], forms))
+    if isinstance(e, (sympy.Max, sympy.Min)):
+        return forms._extreme("max" if isinstance(e, sympy.Max) else "min", [_from_tree(a, forms) for a in e.args])
+    raise Unsupported(f"{type(e).__name__} in a column")

@@ -89,6 +89,10 @@ def check(scenario) -> None:
         except EngineError:  # no model given: nothing to check against
             return None
 
-    problems = broken(scenario.values, size)
+    refuse(broken(scenario.values, size))
+
+
+def refuse(problems: list[str]) -> None:
+    """Raise the :class:`DomainError` that names ``problems`` (the constraints broken), if any."""
     if problems:
         raise DomainError("impossible layout: " + "; ".join(problems), hint=HINT)

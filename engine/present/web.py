@@ -42,7 +42,7 @@ from ..answers.report import MAX_FIGURE, exact_fraction
 from ..answers.search import UPPER
 from ..answers.serve import ENGINES, LENGTH_STEP, MAX_REQUESTS, REFUSED, TP_SIZES
 from ..compile import codegen
-from ..compile.columns import MAX_DEGREE, MAX_TERMS, nonnegative, whole_positive
+from ..compile.columns import MAX_BOUNDS, MAX_DEGREE, MAX_TERMS, SAMPLES, integer as integer_names, nonnegative, whole_positive
 from ..compile.outline import (ALWAYS_SHOWN_SIZE, EXTRA, FIT_RULE, OPAQUE_RULES, PEAK_FIGURES, SHOWN_INPUTS, SIZES,
                                TOP_LEVEL, TOTAL_OPAQUE)
 from ..lang.constants import MAX_BITS, MAX_VALUE
@@ -199,6 +199,8 @@ def data(lib, compiled: dict, names: list[str], varying: list[str]) -> dict:
         "formula": {"keep": list(SHOWN_INPUTS), "opaque": list(OPAQUE_RULES), "totalOpaque": list(TOTAL_OPAQUE),
                     "nonnegative": sorted(nonnegative(compiled, SHOWN_INPUTS)),
                     "wholePositive": sorted(whole_positive(compiled, SHOWN_INPUTS)),
+                    "integer": sorted(integer_names(compiled, SHOWN_INPUTS)),
+                    "samples": list(SAMPLES), "maxBounds": MAX_BOUNDS,
                     "maxTerms": MAX_TERMS, "maxDegree": MAX_DEGREE, "maxBits": MAX_BITS,
                     # the names it keeps as the reference typesets them (the papers' symbols)
                     "symbols": {n: _symbol_mathml(n) for n in dict.fromkeys((*SHOWN_INPUTS, *OPAQUE_RULES, *TOTAL_OPAQUE))}},

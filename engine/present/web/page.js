@@ -162,8 +162,9 @@
   // ------------------------------------------------------------------ the formula column
   // engine/compile/columns.py's polynomials, as a runtime of the same program: each value a
   // polynomial in the workload's names (micro_batch, seq_len) and the rules kept as names,
-  // with exact coefficients; anything that is not a polynomial (a condition or a max on a
-  // kept name, a division by a sum) declines, as there (the command line then asks sympy)
+  // with exact coefficients, a ceil, floor, max or min of the workload's names that no value
+  // decides kept as a name of the polynomial (an atom), as there; anything else (a condition on
+  // a kept name, a division by a sum, a max whose order sympy could decide) declines
   class Declined extends Error {}
   const poly = (() => {
     const key = (mono) => mono.map(([n, e]) => `${n}^${e}`).join("*");
@@ -209,20 +210,160 @@
     const symbol = (name) => make(new Map([[`${name}^1`, [[[name, 1]], Q.int(1n)]]]));
     const nonnegative = new Set(D.formula.nonnegative);
     const wholePositive = new Set(D.formula.wholePositive);
-    const atLeast = (p, q) => {  // columns.Polynomials._at_least
-      const d = add(p, neg(q));
-      const terms = [...d.terms.values()];
-      if (terms.every(([mono, c]) => Q.ge(c, ZERO) && mono.every(([n]) => nonnegative.has(n)))) return true;
+    const integer = new Set(D.formula.integer);
+    // atoms (columns.Atom): a ceil, floor, Max or Min of the workload's names that no value
+    // decides, kept as a name of the polynomial, named by its text; columns.Forms's canonical form
+    const ATOMS = new Map();  // text -> { op, args }
+    const isAtom = (n) => ATOMS.has(n);
+    const byName = (a, b) => (isAtom(a) !== isAtom(b) ? (isAtom(a) ? 1 : -1) : a < b ? -1 : a > b ? 1 : 0);
+    const atomPoly = (op, args) => {
+      const t = `${op}(${args.map((a) => text(a)).join(", ")})`;
+      if (!ATOMS.has(t)) ATOMS.set(t, { op, args });
+      return make(new Map([[`${t}^1`, [[[t, 1]], Q.int(1n)]]]));
+    };
+    const sum = (ps) => ps.reduce((acc, p) => add(acc, p), constant(ZERO));
+    const ofKeptNames = (p) => {  // Forms._of_kept_names
+      for (const [mono] of p.terms.values()) {
+        for (const [n, e] of mono) if (e < 0 || (!isAtom(n) && !wholePositive.has(n))) throw new Declined(`a rounding, max or min of '${n}'`);
+      }
+    };
+    const wholeName = (n) => {  // Forms._whole
+      if (!isAtom(n)) return integer.has(n);
+      const a = ATOMS.get(n);
+      return a.op === "ceiling" || a.op === "floor"
+        || a.args.every((p) => [...p.terms.values()].every(([mono, c]) => c.d === 1n && mono.every(([m]) => wholeName(m))));
+    };
+    const neverNegative = (n) => (isAtom(n) ? ATOMS.get(n).args.every((p) => plainlyNonnegative(p)) : nonnegative.has(n));
+    const plainlyNonnegative = (d) => [...d.terms.values()].every(([mono, c]) => Q.ge(c, ZERO) && mono.every(([n]) => neverNegative(n)));
+    const isNonnegative = (d) => {  // Forms._nonnegative
+      if (plainlyNonnegative(d)) return true;
       // one term in whole positive names (at least 1) and a negative number: c m + c0 >= 0 where c + c0 >= 0
-      const named = terms.filter(([mono]) => mono.length);
+      const named = [...d.terms.values()].filter(([mono]) => mono.length);
       const c0 = d.terms.has("") ? d.terms.get("")[1] : ZERO;
       if (named.length !== 1 || Q.ge(c0, ZERO)) return false;
       const [[mono, c]] = named;
       return Q.gt(c, ZERO) && mono.every(([n, e]) => wholePositive.has(n) && e > 0) && Q.ge(Q.add(c, c0), ZERO);
     };
-    const extreme = (op) => (a, b) => {
-      for (const [x, y] of [[a, b], [b, a]]) if (op === "max" ? atLeast(x, y) : atLeast(y, x)) return x;
-      throw new Declined(`a ${op} that depends on a kept name`);
+    const lowerBounds = (d) => {  // Forms._lower_bounds
+      const choices = [];
+      for (const [mono, c] of d.terms.values()) {
+        const atoms = mono.filter(([n]) => isAtom(n)), others = mono.filter(([n]) => !isAtom(n));
+        const options = [make(new Map([[key(mono), [mono, c]]]))];
+        if (atoms.length === 1 && atoms[0][1] === 1 && others.every(([n]) => neverNegative(n))) {
+          const a = ATOMS.get(atoms[0][0]), scale = make(new Map([[key(others), [others, c]]]));
+          const negative = Q.lt(c, ZERO), positive = Q.gt(c, ZERO);
+          if ((a.op === "Min" && negative) || ((a.op === "Max" || a.op === "ceiling") && positive) || (a.op === "floor" && negative)) {
+            for (const arg of a.args) options.push(mul(scale, arg));
+          } else if ((a.op === "Max" || a.op === "Min") && a.args.every((arg) => plainlyNonnegative(arg))) {
+            options.push(negative ? mul(scale, sum(a.args)) : constant(ZERO));
+          }
+        }
+        choices.push(options);
+      }
+      let out = [constant(ZERO)];
+      for (const options of choices) {
+        out = out.flatMap((b) => options.map((o) => add(b, o)));
+        if (out.length > D.formula.maxBounds) return [];
+      }
+      return out;
+    };
+    const hasAtom = (p) => [...p.terms.values()].some(([mono]) => mono.some(([n]) => isAtom(n)));
+    const atLeast = (p, q) => {  // Forms._at_least
+      const d = add(p, neg(q));
+      if (isNonnegative(d)) return true;
+      return hasAtom(d) && lowerBounds(d).some(isNonnegative);
+    };
+    const valueAt = (p, point) => {  // columns.value_at
+      let total = ZERO;
+      for (const [mono, c] of p.terms.values()) {
+        let v = c;
+        for (const [n, e] of mono) v = Q.mul(v, Q.pow(isAtom(n) ? atomValue(ATOMS.get(n), point) : point[n], e));
+        total = Q.add(total, v);
+      }
+      return total;
+    };
+    const atomValue = (a, point) => {
+      const values = a.args.map((p) => valueAt(p, point));
+      if (a.op === "Max" || a.op === "Min") return values.reduce((x, y) => (a.op === "Max" ? Q.max(x, y) : Q.min(x, y)));
+      return a.op === "ceiling" ? Q.ceil(values[0]) : Q.floor(values[0]);
+    };
+    const namesOf = (p, out = new Set()) => {
+      for (const [mono] of p.terms.values()) {
+        for (const [n] of mono) { if (isAtom(n)) ATOMS.get(n).args.forEach((a) => namesOf(a, out)); else out.add(n); }
+      }
+      return out;
+    };
+    const SAMPLES = D.formula.samples.map((x) => Q.int(BigInt(x)));
+    const cross = (p, q) => {  // Forms._cross: each the larger at some whole positive values
+      const d = add(p, neg(q)), names = [...namesOf(d)].sort();
+      if (names.length > 3) return false;
+      let above = false, below = false;
+      const visit = (i, point) => {
+        if (i === names.length) {
+          const v = valueAt(d, point);
+          above = above || Q.gt(v, ZERO);
+          below = below || Q.lt(v, ZERO);
+          return above && below;
+        }
+        for (const x of SAMPLES) if (visit(i + 1, { ...point, [names[i]]: x })) return true;
+        return false;
+      };
+      return visit(0, {});
+    };
+    const singleAtom = (p) => {
+      if (p.terms.size !== 1) return null;
+      const [[mono, c]] = p.terms.values();
+      return Q.eq(c, Q.int(1n)) && mono.length === 1 && mono[0][1] === 1 && isAtom(mono[0][0]) ? mono[0][0] : null;
+    };
+    const beyond = (kind, p, q) => (kind === "Max" ? atLeast(p, q) : atLeast(q, p));
+    const extremeAtom = (kind, args) => {  // Forms._extreme_atom
+      const flat = new Map();
+      for (const a of args) {
+        const inner = singleAtom(a);
+        for (const b of (inner !== null && ATOMS.get(inner).op === kind ? ATOMS.get(inner).args : [a])) {
+          ofKeptNames(b);
+          const t = text(b);
+          if (!flat.has(t)) flat.set(t, b);
+        }
+      }
+      let kept = [];
+      for (const t of [...flat.keys()].sort()) {
+        const q = flat.get(t);
+        if (kept.some((p) => beyond(kind, p, q))) continue;
+        kept = kept.filter((r) => !beyond(kind, q, r));
+        kept.push(q);
+      }
+      if (kept.length === 1) return kept[0];
+      for (let i = 0; i < kept.length; i++) {
+        for (let j = i + 1; j < kept.length; j++) if (!cross(kept[i], kept[j])) throw new Declined(`a ${kind} whose arguments may be ordered`);
+      }
+      const argKey = (p) => [[...p.terms.values()].some(([mono]) => mono.length) ? 1 : 0, text(p)];
+      const order = (a, b) => { const x = argKey(a), y = argKey(b); return x[0] - y[0] || (x[1] < y[1] ? -1 : x[1] > y[1] ? 1 : 0); };
+      return atomPoly(kind, [...kept].sort(order));
+    };
+    const extreme = (op) => (...args) => {  // Forms._extreme
+      for (const p of args) if (args.every((q) => q === p || (op === "max" ? atLeast(p, q) : atLeast(q, p)))) return p;
+      return extremeAtom(op === "max" ? "Max" : "Min", args);
+    };
+    const rounding = (op) => (p) => {  // Forms._round
+      const round = op === "ceil" ? Q.ceil : Q.floor;
+      if ([...p.terms.values()].every(([mono]) => !mono.length)) return constant(round(value(p)));
+      ofKeptNames(p);
+      if (p.terms.size === 1) {  // c Max(a, b) with c > 0 rounds as Max(round(c a), round(c b))
+        const [[mono, c]] = p.terms.values();
+        if (Q.gt(c, ZERO) && mono.length === 1 && mono[0][1] === 1 && isAtom(mono[0][0])) {
+          const a = ATOMS.get(mono[0][0]);
+          if (a.op === "Max" || a.op === "Min") {
+            return extreme(a.op.toLowerCase())(...a.args.map((arg) => rounding(op)(mul(constant(c), arg))));
+          }
+        }
+      }
+      const whole = new Map(), rest = new Map();
+      for (const [k, [mono, c]] of p.terms) (c.d === 1n && mono.every(([n]) => wholeName(n)) ? whole : rest).set(k, [mono, c]);
+      if ([...rest.values()].every(([mono]) => !mono.length)) {
+        return add(make(whole), constant(round(rest.has("") ? rest.get("")[1] : ZERO)));
+      }
+      return add(make(whole), atomPoly(op === "ceil" ? "ceiling" : "floor", [make(rest)]));
     };
     const relation = (f) => (a, b) => f(value(a), value(b));
     let opaque = new Set(), top = null;
@@ -243,7 +384,7 @@
       },
       max: extreme("max"), min: extreme("min"),
       eq: relation(Q.eq), ne: relation(Q.ne), lt: relation(Q.lt), le: relation(Q.le), gt: relation(Q.gt), ge: relation(Q.ge),
-      floor: (a) => constant(Q.floor(value(a))), ceil: (a) => constant(Q.ceil(value(a))),
+      floor: rounding("floor"), ceil: rounding("ceil"),
       fail: (message) => { throw new Declined(message); },
       once: (f, rule) => {
         const computed = Q.once(f);
@@ -254,7 +395,7 @@
     };
     // a polynomial as sympy.sstr(expr, order="grlex") prints it (columns.text)
     const term = (mono, c) => {
-      const factors = mono.map(([n, e]) => (e !== 1 ? `${n}**${e}` : n));
+      const factors = [...mono].sort(([a], [b]) => byName(a, b)).map(([n, e]) => (e !== 1 ? `${n}**${e}` : n));
       const num = c.n < 0n ? -c.n : c.n;
       if (num !== 1n || !factors.length) factors.unshift(num.toString());
       return (c.n < 0n ? "-" : "") + factors.join("*") + (c.d !== 1n ? `/${c.d}` : "");
@@ -262,7 +403,7 @@
     const text = (p) => {
       if (!p.terms.size) return "0";
       if ([...p.terms.values()].some(([mono]) => mono.some(([, e]) => e < 0))) throw new Declined("not a polynomial");
-      const names = [...new Set([...p.terms.values()].flatMap(([mono]) => mono.map(([n]) => n)))].sort();
+      const names = [...new Set([...p.terms.values()].flatMap(([mono]) => mono.map(([n]) => n)))].sort(byName);
       const vector = (mono) => { const m = new Map(mono); return names.map((n) => m.get(n) || 0); };
       const rank = ([mono]) => { const v = vector(mono); return [v.reduce((a, b) => a + b, 0), ...v]; };
       const order = [...p.terms.values()].sort((a, b) => {
@@ -302,7 +443,8 @@
       }
       return `<mrow>${neg ? "<mo>-</mo>" : ""}${inner}</mrow>`;
     };
-    const mathml = (poly) => {
+    const mathml = (poly) => {  // null where an atom is in it: the column shows its text
+      if (hasAtom(poly)) return null;
       const terms = [...poly.terms.values()];
       let body;
       if (!terms.length) body = "<mn>0</mn>";
@@ -837,7 +979,7 @@
 
   const FORMULAS = new Map();  // formula key -> the column (null: not a polynomial there)
   let formulaTicket = 0;
-  const NOT_A_POLYNOMIAL = "(not a polynomial here: memform estimate prints it with sympy)";
+  const NOT_A_POLYNOMIAL = "(not a polynomial here: memform estimate prints it)";
   function fillFormula(cell, column) {  // the formula typeset, its text (as the terminal's) kept beside
     const name = cell.dataset.formula;
     if (column === undefined || column === null) {
@@ -845,7 +987,8 @@
       delete cell.dataset.text;
       return;
     }
-    cell.innerHTML = column[name].math;
+    if (column[name].math === null) cell.textContent = column[name].text;
+    else cell.innerHTML = column[name].math;
     cell.dataset.text = column[name].text;
     cell.title = column[name].text;
   }

@@ -424,16 +424,25 @@ def cmd_serve(args, out) -> int:
         if value is not None:
             args.sets.append(f"{flag}={value}")
     explicit = {scenarios.parse_setting(lib, text)[0] for text in args.sets}
-    args.no_divisibility = False  # the engine shards heads and layers whole
     requests = args.min_tp_for if args.min_tp_for is not None else args.max_len_for
     if requests is None:
-        result = serving.serve(_scenario(lib, args, args.model), args.engine, formulas=not args.json, explicit=explicit)
+        result = serving.serve(_serving_scenario(lib, args), args.engine, formulas=not args.json, explicit=explicit)
         if args.json:
             out.write(json.dumps(result.to_json(), indent=2) + "\n")
         else:
             result.print_table(out)
         return 0 if result.fits else 1
     return _serve_solve(lib, args, out, explicit, requests)
+
+
+def _serving_scenario(lib, args, check: bool = True):
+    """The scenario ``serve`` starts from, its layout checked as the engines shard the model:
+    heads and layers whole, the key/value heads replicated where tp is a multiple of them."""
+    args.no_divisibility = True
+    scenario = _scenario(lib, args, args.model)
+    if check:
+        layout.check(scenario.with_values(mode="infer"))
+    return scenario
 
 
 def _serve_solve(lib, args, out, explicit, requests: int) -> int:
@@ -445,7 +454,7 @@ def _serve_solve(lib, args, out, explicit, requests: int) -> int:
         raise UsageError("--min-tp-for searches tp: drop --tp")
     if args.max_len_for is not None and "seq_len" in explicit:
         raise UsageError("--max-len-for searches max_model_len: drop --set max_model_len")
-    scenario = _scenario(lib, args, args.model)
+    scenario = _serving_scenario(lib, args, check=args.min_tp_for is None)  # min_tp_for checks each tp
     solver = serving.min_tp_for if args.min_tp_for is not None else serving.max_len_for
     answer = solver(scenario, args.engine, explicit, requests)
     result = answer.result

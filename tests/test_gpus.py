@@ -51,7 +51,7 @@ def lib():
 
 def capacity(lib, name):
     settings = {n: (v, span) for n, v, span in lib.preset("gpu", name).settings}
-    assert set(settings) <= {"capacity", "driver_reserved", "gpu_sms", "cuda_major", "gpu_l2_cache"}
+    assert set(settings) <= {"capacity", "driver_reserved", "gpu_sms", "cuda_major", "gpu_l2_cache", "gpu_nvlink", "gpu_is_a100"}
     value, span = settings["capacity"]
     return lib.check_value("capacity", value, span)
 
@@ -62,6 +62,23 @@ def test_at_least_25_gpu_presets_load(lib):
     # the names the rest of the tests and the documentation use are kept
     assert {"a100-40g", "a100-80g", "h100-80g", "h200-141g"} <= set(gpus)
     assert all(re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", name) for name in gpus)
+
+
+def test_gpu_presets_say_what_the_serving_engines_read_of_them(lib):
+    """vLLM keeps its small scheduling defaults on every A100 (its device name contains 'A100'),
+    and NCCL's NVLink buffers exist only where the GPUs are joined by NVLink: each preset's
+    description (the part it names) decides both flags, which a scenario on it then holds."""
+    for kind, name in lib.presets:
+        if kind != "gpu":
+            continue
+        doc = lib.preset("gpu", name).doc
+        s = Scenario.create(lib, "llama3.1-8b", name)
+        assert (s.values["gpu_is_a100"] == "true") == ("A100" in doc), name
+        nvidia = doc.startswith("NVIDIA")
+        pcie_only = nvidia and ("PCIe" in doc or "GeForce" in doc or "RTX" in doc or not any(
+            board in doc for board in ("SXM", "HGX", "NVL", "GB200", "H200", "H20 ")))
+        if nvidia:
+            assert (s.values["gpu_nvlink"] == "false") == pcie_only, (name, doc)
 
 
 def test_every_gpu_preset_lives_in_gpus_mem_with_a_source(lib):

@@ -712,3 +712,67 @@ def test_serve_says_which_stage_it_shows_and_that_blocks_are_the_fewest():
                        "--set", "pp_stage=first")
     assert code == 0 and "tp=1 pp=2 (first stage shown)" in out
     assert "stage_gpu_blocks[pp_stage = first]" in out and "stage_gpu_blocks[pp_stage = last]" in out
+
+
+# ---------------------------------------------------------------- GPUs and layouts the engines treat apart
+def test_vllm_keeps_its_small_scheduling_defaults_on_a100s(lib):
+    # vLLM's EngineArgs.get_batch_defaults (tests/engine/test_arg_utils.py,
+    # test_defaults_with_usage_context): 1024 sequences and 8192 batched tokens for `vllm serve`
+    # where device_memory >= 70 GiB and "a100" not in the device name, else 256 and 2048; an
+    # A100 80GB log prints 'Chunked prefill is enabled with max_num_batched_tokens=2048'
+    # (tests/published/vllm_serving.json, dennislee22 rows)
+    for gpu, seqs, tokens in (("h100-80g", 1024, 8192), ("h200-141g", 1024, 8192), ("mi300x", 1024, 8192),
+                              ("a100-80g", 256, 2048), ("a100-80g-pcie", 256, 2048), ("a100-40g", 256, 2048),
+                              ("l40s", 256, 2048)):
+        s = Scenario.create(lib, "qwen2.5-7b", gpu, values={"mode": "infer"})
+        assert (s.evaluate("max_num_seqs"), s.evaluate("max_num_batched_tokens")) == (seqs, tokens), gpu
+
+
+def test_nccl_buffers_outside_torch_only_over_nvlink(lib):
+    # memory outside PyTorch at tp > 1: the H100 SXM logs' 2.15 GiB are NCCL's NVLink channels;
+    # GPUs that talk over PCIe alone keep what one GPU keeps (vLLM 0.10.2 on 8 L40S: '0.21 GiB
+    # for non-torch memory' at tp = 8; docs/research/serving-holdout.md)
+    for gpu, tp, expected in (("h100-80g", 2, Fraction(215, 100)), ("h100-80g", 1, Fraction(1, 4)),
+                              ("l40s", 8, Fraction(1, 4)), ("a100-80g-pcie", 2, Fraction(1, 4)),
+                              ("a100-80g", 2, Fraction(215, 100))):
+        s = Scenario.create(lib, "llama3.1-8b", gpu, values={"mode": "infer", "tp": tp})
+        assert s.evaluate("non_torch_memory") == expected * GiB, (gpu, tp)
+
+
+def test_engines_replicate_kv_heads_where_tp_exceeds_them(lib):
+    # vLLM's QKVParallelLinear: where tp >= the key/value heads each rank loads one whole head
+    # (num_kv_head_replicas = tp / heads); Qwen3-30B-A3B has 4 KV heads. Served at tp = 8 each
+    # rank holds what it would hold if the model had 8 KV heads split one per rank: the same
+    # weights and the same cache per token
+    base = Scenario.create(lib, "qwen3-30b-a3b", "h100-80g", values={"seq_len": 8192})
+    four = serve(base.with_values(tp=8), formulas=False, explicit={"seq_len", "tp"}).rules
+    eight = serve(base.with_values(tp=8, num_key_value_heads=8), formulas=False,
+                  explicit={"seq_len", "tp", "num_key_value_heads"}).rules
+    assert four["vllm_weights"] == eight["vllm_weights"] and four["kv_block_bytes"] == eight["kv_block_bytes"]
+    # the split alone would give half a head: 48 layers x 2 x 128 x 2048 x 2 B less
+    half = serve(base.with_values(tp=4), formulas=False, explicit={"seq_len", "tp"}).rules
+    assert half["kv_block_bytes"] == four["kv_block_bytes"] == 16 * 48 * 2 * 128 * 2
+    # the command line takes tp = 8 for serving, a tp that is neither a divisor nor a multiple it
+    # refuses, and training still needs tp to divide the heads (Megatron-Core splits them)
+    code, out, err = run("serve", "qwen3-30b-a3b", "--gpu", "h100-80g", "--tp", "8")
+    assert code == 0 and "tp=8" in out
+    code, out, err = run("serve", "qwen3-30b-a3b", "--gpu", "h100-80g", "--tp", "3")
+    assert code == 2 and "tp=3 neither divides nor is a multiple of num_key_value_heads (4)" in err
+    code, out, err = run("estimate", "qwen3-30b-a3b", "--gpu", "h100-80g", "--set", "tp=8")
+    assert code == 2 and "tp=8 does not divide num_key_value_heads (4)" in err
+    code, out, err = run("estimate", "qwen3-30b-a3b", "--gpu", "h100-80g", "--set", "tp=8", "--set", "mode=infer")
+    assert code == 0
+
+
+def test_expert_parallel_serving_keeps_experts_whole(lib):
+    # vLLM's --enable-expert-parallel (FusedMoEParallelConfig.make: 'In EP, each device owns a set
+    # of experts fully', tp_size 1 inside them) and SGLang's --ep-size (moe_tp_size = tp / ep):
+    # Mixtral's 8 experts at tp = 8 with ep = 8 hold one whole expert per rank, the same bytes as
+    # an eighth of each
+    base = Scenario.create(lib, "mixtral-8x7b", "h100-80g", values={"seq_len": 8192, "tp": 8})
+    split = serve(base, formulas=False, explicit={"seq_len", "tp"}).rules
+    whole = serve(base.with_values(ep=8), formulas=False, explicit={"seq_len", "tp", "ep"}).rules
+    assert whole["vllm_weights"] == split["vllm_weights"]
+    assert base.with_values(ep=8, mode="infer").evaluate("etp") == 1
+    assert base.with_values(ep=2, mode="infer").evaluate("etp") == 4
+    assert base.with_values(ep=8, mode="train").evaluate("etp") == 8  # Megatron-Core: etp = tp

@@ -310,9 +310,10 @@ def _concurrency(result: Serving):
 
 
 def _valid_tp(scenario: Scenario, tp: int) -> bool:
-    """Whether the engine can shard the model over ``tp`` GPUs (heads divide; layout.check)."""
+    """Whether the engine can shard the model over ``tp`` GPUs (heads divide, or tp is a multiple
+    of the key/value heads, which the engines replicate; layout.check)."""
     try:
-        check(scenario.with_values(tp=tp))
+        check(scenario.with_values(tp=tp, mode="infer"))
     except EngineError:
         return False
     return True

@@ -21,7 +21,7 @@ from ..compile.model import MAX_BITS, Scenario, components, fit_capacity
 from ..errors import (DomainError, InfeasibleError, MissingInputError, ResourceLimitError,
                       UsageError, did_you_mean)
 from ..lang.rules import InputDecl
-from ..library.layout import DIVIDES
+from ..library.layout import DIVIDES, SERVING_MULTIPLES
 from .estimate import formula
 from .report import whole_bytes
 from .search import UPPER, SolveResult, bisect, candidates, grid, method
@@ -103,14 +103,17 @@ def solve(scenario: Scenario, direction: str, unknown: str, target: str = "total
     cand, i_lo, i_hi = candidates(lo, k, step, upper)
     divides = [r for r in DIVIDES.get(unknown, ()) if divisibility]
     divisors = {r: scenario.evaluate(r) for r in divides}
-    constraints = stated(unknown, k, step) + [f"{unknown} divides {r} ({divisors[r]})" for r in divides]
+    # serving, tp may also be a multiple of the key/value heads (the engines replicate them)
+    multiples = SERVING_MULTIPLES.get(unknown, ()) if scenario.values.get("mode") == "infer" else ()
+    constraints = stated(unknown, k, step) + [f"{unknown} divides {r} ({divisors[r]})"
+                                              + (" or is a multiple of it" if r in multiples else "") for r in divides]
 
     def valid(x: int) -> bool:
-        return all((divisors[r] / x).is_Integer for r in divides)
+        return all((divisors[r] / x).is_Integer or (r in multiples and (x / divisors[r]).is_Integer) for r in divides)
 
     if divides:
         # finitely many candidates: evaluate each exactly (no monotonicity needed)
-        limit = min([upper] + [int(divisors[r]) for r in divides])
+        limit = min([upper] + [int(divisors[r]) for r in divides if r not in multiples])
         xs = [cand(i) for i in range(i_lo, i_hi + 1) if cand(i) <= limit and valid(cand(i))]
         if not xs:
             raise UsageError(f"no value of '{unknown}' meets the constraints: " + "; ".join(constraints),

@@ -13,6 +13,12 @@ from ..errors import DomainError, EngineError
 DIVIDES = {"tp": ("num_attention_heads", "num_key_value_heads"), "pp": ("num_hidden_layers",),
            "ep": ("num_experts",)}
 
+#: parallel degree -> the sizes it may also be a whole multiple of when serving (mode infer): the
+#: serving engines replicate the key/value heads where tp exceeds them, each rank keeping one
+#: whole head (vLLM's and SGLang's QKVParallelLinear: num_kv_head_replicas = tp / kv heads);
+#: training frameworks split them (Megatron-Core's attention divides the query groups by tp)
+SERVING_MULTIPLES = {"tp": ("num_key_value_heads",)}
+
 HINT = "frameworks shard heads, layers and experts whole; --no-divisibility drops this check"
 
 
@@ -69,13 +75,16 @@ def broken(values, size) -> list[str]:
             if n is not None and n == int(n):
                 out += broken_split(values, int(n))
             continue
+        multiples = SERVING_MULTIPLES.get(degree, ()) if values.get("mode") == "infer" else ()
         for name in sizes:
             n = size(name)
             if n is None or n != int(n):
                 continue
             if n == 0:
                 out.append(f"{degree}={x} needs {name} > 0 (this model has none)")
-            elif int(n) % int(x):
+            elif name in multiples and int(n) % int(x) and int(x) % int(n):
+                out.append(f"{degree}={x} neither divides nor is a multiple of {name} ({int(n)})")
+            elif name not in multiples and int(n) % int(x):
                 out.append(f"{degree}={x} does not divide {name} ({int(n)})")
     return out
 

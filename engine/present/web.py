@@ -47,7 +47,7 @@ from ..compile.outline import (ALWAYS_SHOWN_SIZE, EXTRA, FIT_RULE, OPAQUE_RULES,
                                TOP_LEVEL, TOTAL_OPAQUE)
 from ..lang.constants import MAX_BITS, MAX_VALUE
 from ..lang.units import BYTE_UNITS
-from ..library.layout import DIVIDES, UNEVEN
+from ..library.layout import DIVIDES, SERVING_MULTIPLES, UNEVEN
 from .display import mathml
 
 #: the hand-written page: markup, script (no formula) and style
@@ -184,6 +184,7 @@ def data(lib, compiled: dict, names: list[str], varying: list[str]) -> dict:
         "sizes": list(SIZES),
         "alwaysShownSize": ALWAYS_SHOWN_SIZE,
         "divides": {k: list(v) for k, v in DIVIDES.items()},
+        "servingMultiples": {k: list(v) for k, v in SERVING_MULTIPLES.items()},
         "uneven": list(UNEVEN),
         "needs": needs,
         "units": {k: str(v) for k, v in BYTE_UNITS.items()},

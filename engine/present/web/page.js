@@ -565,11 +565,14 @@
         if (n !== undefined && n.d === 1n) out.push(...brokenSplit(values, n.n));
         continue;
       }
+      const multiples = values.mode === "infer" ? (D.servingMultiples[degree] || []) : [];
       for (const name of sizes) {
         const n = size(name);
         if (n === undefined || n.d !== 1n) continue;
         if (n.n === 0n) out.push(`${degree}=${Q.text(x)} needs ${name} > 0 (this model has none)`);
-        else if (n.n % x.n !== 0n) out.push(`${degree}=${Q.text(x)} does not divide ${name} (${n.n})`);
+        else if (multiples.includes(name)) {
+          if (n.n % x.n !== 0n && x.n % n.n !== 0n) out.push(`${degree}=${Q.text(x)} neither divides nor is a multiple of ${name} (${n.n})`);
+        } else if (n.n % x.n !== 0n) out.push(`${degree}=${Q.text(x)} does not divide ${name} (${n.n})`);
       }
     }
     return out;
@@ -646,12 +649,15 @@
     let value, next;
     {
       const divisors = (D.divides[unknown] || []).map((n) => [n, layoutSize(values, base)(n)]);
+      // serving, tp may also be a multiple of the key/value heads (the engines replicate them)
+      const multiples = values.mode === "infer" ? (D.servingMultiples[unknown] || []) : [];
       if (divisors.length) {  // finitely many candidates, each evaluated
         let limit = D.searchUpper;
-        for (const [, d] of divisors) limit = Math.min(limit, Number(d.n / d.d));
+        for (const [n, d] of divisors) if (!multiples.includes(n)) limit = Math.min(limit, Number(d.n / d.d));
         const xs = [];
         for (let x = iLo; x <= Math.min(iHi, limit); x++) {
-          if (divisors.every(([, d]) => d.d === 1n && d.n % BigInt(x) === 0n)) xs.push(x);
+          if (divisors.every(([n, d]) => d.d === 1n && (d.n % BigInt(x) === 0n
+              || (multiples.includes(n) && BigInt(x) % d.n === 0n)))) xs.push(x);
         }
         if (!xs.length) return { error: `no value of '${unknown}' meets the constraints` };
         const ok = xs.filter(fits);

@@ -530,6 +530,29 @@ def test_serve_matches_memform_serve_json(page):
     page.select_option("#workload", "")
 
 
+def test_serve_replicates_kv_heads_as_memform_serve(page):
+    """Where tp exceeds the key/value heads the engines replicate them: the page serves
+    Qwen3-30B-A3B (4 KV heads) at tp 8 as ``memform serve`` does, and refuses tp 3 with its
+    words."""
+    compiled = _compiled()
+    if ("model", "qwen3-30b-a3b") not in compiled["presets"]:
+        pytest.skip("no qwen3-30b-a3b preset")
+    for tp, refused in (("8", False), ("3", True)):
+        sets = [("tp", tp)]
+        _drive(page, "qwen3-30b-a3b", "h100-80g", sets)
+        page.select_option("#workload", "vllm")
+        shown = _served(page)
+        argv = ["serve", "qwen3-30b-a3b", "--engine", "vllm", "--gpu", "h100-80g", "--json", *_set_args(sets)]
+        data, code = _answer(argv, shown, refuses=lambda code: code == 2)
+        assert (data is None) == refused, tp
+        if data is not None:
+            expected = {"max_model_len": json.dumps(data["max_model_len"]),
+                        **{f"rules.{n}": json.dumps(v) for n, v in data["rules"].items()},
+                        "fits": "true" if code == 0 else "false"}
+            assert {k: v for k, v in shown.items() if k != "state"} == expected, tp
+    page.select_option("#workload", "")
+
+
 def test_serving_solves_match_memform_serve(page):
     """The serving solves: the smallest tp and the longest max_model_len for C requests, and
     the values tried with their concurrency, as ``memform serve --min-tp-for C`` and

@@ -695,7 +695,9 @@
     if (errors.length) return { error: errors.join("\n") };
     if (!("capacity" in values)) return { error: "serve needs the device's memory: choose a GPU preset, or give capacity" };
     let out = run(values);
-    const problems = broken(values, layoutSize(values, out));
+    // the layout as the engines shard it (the command line's check with mode=infer): heads and
+    // layers whole, the key/value heads replicated where tp is a multiple of them
+    const problems = broken({ ...values, mode: "infer" }, layoutSize(values, out));
     if (problems.length) return { error: "impossible layout: " + problems.join("; ") };
     if (values.mode === "train" && "mode" in state.sets) return { error: "memform serve models inference: mode=train does not apply" };
     for (const [engine, rule, op, value, message] of D.refused) {

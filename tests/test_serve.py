@@ -762,6 +762,12 @@ def test_engines_replicate_kv_heads_where_tp_exceeds_them(lib):
     assert code == 2 and "tp=8 does not divide num_key_value_heads (4)" in err
     code, out, err = run("estimate", "qwen3-30b-a3b", "--gpu", "h100-80g", "--set", "tp=8", "--set", "mode=infer")
     assert code == 0
+    # solve searches the same layouts: serving, tp up to the 32 attention heads (8, 16 and 32 are
+    # multiples of the 4 KV heads)
+    code, out, err = run("solve", "max", "tp", "qwen3-30b-a3b", "--gpu", "h100-80g", "--set", "mode=infer", "--json")
+    answer = json.loads(out)
+    assert code == 0 and answer["value"] == 32
+    assert "tp divides num_key_value_heads (4) or is a multiple of it" in answer["constraints"]
 
 
 def test_expert_parallel_serving_keeps_experts_whole(lib):

@@ -121,8 +121,7 @@ def _column(compiled: dict, values: dict, parts, key: str | None = None, varied=
             atoms: bool = False) -> dict | None:
     """The formula column where every formula in it is a polynomial (:mod:`engine.compile.columns`;
     with ``atoms``, one whose names may include a rounding, max or min no value decides, as the
-    command line prints it; the page writes polynomials alone), else None: the full path
-    derives it with sympy.  With the cache's ``key`` it is kept under
+    command line and the page print it), else None: the full path derives it with sympy.  With the cache's ``key`` it is kept under
     the values it was written out from (:func:`_kept_column`), unless it read one of the
     numbers the command line gives (``varied``): the next command most likely gives another,
     and keeping the column takes longer than writing it out again."""

@@ -21,7 +21,7 @@ from ..compile.model import MAX_BITS, Scenario, components, fit_capacity
 from ..errors import (DomainError, InfeasibleError, MissingInputError, ResourceLimitError,
                       UsageError, did_you_mean)
 from ..lang.rules import InputDecl
-from ..library.layout import DIVIDES, SERVING_MULTIPLES
+from ..library.layout import DIVIDES, SERVING_MULTIPLES, admits
 from .estimate import formula
 from .report import whole_bytes
 from .search import UPPER, SolveResult, bisect, candidates, grid, method
@@ -104,12 +104,13 @@ def solve(scenario: Scenario, direction: str, unknown: str, target: str = "total
     divides = [r for r in DIVIDES.get(unknown, ()) if divisibility]
     divisors = {r: scenario.evaluate(r) for r in divides}
     # serving, tp may also be a multiple of the key/value heads (the engines replicate them)
-    multiples = SERVING_MULTIPLES.get(unknown, ()) if scenario.values.get("mode") == "infer" else ()
+    serving = scenario.values.get("mode") == "infer"
+    multiples = SERVING_MULTIPLES.get(unknown, ()) if serving else ()
     constraints = stated(unknown, k, step) + [f"{unknown} divides {r} ({divisors[r]})"
                                               + (" or is a multiple of it" if r in multiples else "") for r in divides]
 
     def valid(x: int) -> bool:
-        return all((divisors[r] / x).is_Integer or (r in multiples and (x / divisors[r]).is_Integer) for r in divides)
+        return all(divisors[r].is_Integer and admits(unknown, x, r, int(divisors[r]), serving) for r in divides)
 
     if divides:
         # finitely many candidates: evaluate each exactly (no monotonicity needed)

@@ -50,9 +50,6 @@ class Atom(str):
         self.op, self.args = op, args
         return self
 
-    def __reduce__(self):
-        return Atom, (self.op, self.args)
-
 
 def _name_key(name: str) -> tuple:
     """Names first, then the atoms (sympy orders a function after the symbols)."""

@@ -75,18 +75,24 @@ def broken(values, size) -> list[str]:
             if n is not None and n == int(n):
                 out += broken_split(values, int(n))
             continue
-        multiples = SERVING_MULTIPLES.get(degree, ()) if values.get("mode") == "infer" else ()
+        serving = values.get("mode") == "infer"
         for name in sizes:
             n = size(name)
             if n is None or n != int(n):
                 continue
             if n == 0:
                 out.append(f"{degree}={x} needs {name} > 0 (this model has none)")
-            elif name in multiples and int(n) % int(x) and int(x) % int(n):
-                out.append(f"{degree}={x} neither divides nor is a multiple of {name} ({int(n)})")
-            elif name not in multiples and int(n) % int(x):
-                out.append(f"{degree}={x} does not divide {name} ({int(n)})")
+            elif not admits(degree, int(x), name, int(n), serving):
+                out.append(f"{degree}={x} neither divides nor is a multiple of {name} ({int(n)})"
+                           if name in SERVING_MULTIPLES.get(degree, ()) and serving else
+                           f"{degree}={x} does not divide {name} ({int(n)})")
     return out
+
+
+def admits(degree: str, x: int, name: str, n: int, serving: bool) -> bool:
+    """Whether ``degree`` = ``x`` may shard the model size ``name`` = ``n``: it divides it, or,
+    when serving, is a whole multiple of a size the engines replicate (:data:`SERVING_MULTIPLES`)."""
+    return n % x == 0 or (serving and name in SERVING_MULTIPLES.get(degree, ()) and x % n == 0)
 
 
 def check(scenario) -> None:

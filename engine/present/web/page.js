@@ -213,7 +213,7 @@
     const integer = new Set(D.formula.integer);
     // atoms (columns.Atom): a ceil, floor, Max or Min of the workload's names that no value
     // decides, kept as a name of the polynomial, named by its text; columns.Forms's canonical form
-    const ATOMS = new Map();  // text -> { op, args }
+    const ATOMS = new Map();  // text -> { op, args }, of the column being written
     const isAtom = (n) => ATOMS.has(n);
     const byName = (a, b) => (isAtom(a) !== isAtom(b) ? (isAtom(a) ? 1 : -1) : a < b ? -1 : a > b ? 1 : 0);
     const atomPoly = (op, args) => {
@@ -470,6 +470,7 @@
     const formulaProgram = makeProgram(runtime);
     // the column: each component with the kept rules as names, the total with fewer
     function column(values, components) {
+      ATOMS.clear();  // the atoms of this column alone: the page keeps none between columns
       const exactArgs = argsOf(values);
       const args = D.varying.map((name, i) => (D.formula.keep.includes(name) ? symbol(name) : constant(exactArgs[i])));
       const out = {};

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -131,6 +132,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     srv.add_argument("model", metavar="MODEL", help="a model preset or a Hugging Face config.json")
     srv.add_argument("--engine", default="vllm", choices=["vllm", "sglang", "trtllm"],
                      help="serving engine (default: vllm; trtllm: TensorRT-LLM's PyTorch backend)")
+    srv.add_argument("--engine-version", metavar="X.Y",
+                     help="the engine's release, e.g. 0.29 or 0.29.0 (vLLM 0.10 to 0.34; default 0.19): the budget's "
+                          "terms that changed between releases follow it; the same as --set vllm_version=29")
     srv.add_argument("--gpu", help="a GPU preset (its total memory)")
     srv.add_argument("--capacity", metavar="BYTES", help="total device memory instead of --gpu, e.g. 80GB")
     srv.add_argument("--tp", type=int, metavar="N", help="tensor-parallel size (vLLM's --tensor-parallel-size)")
@@ -423,6 +427,8 @@ def cmd_serve(args, out) -> int:
         value = getattr(args, flag)
         if value is not None:
             args.sets.append(f"{flag}={value}")
+    if args.engine_version is not None:
+        args.sets.append(_engine_version(lib, args.engine, args.engine_version))
     explicit = {scenarios.parse_setting(lib, text)[0] for text in args.sets}
     requests = args.min_tp_for if args.min_tp_for is not None else args.max_len_for
     if requests is None:
@@ -433,6 +439,24 @@ def cmd_serve(args, out) -> int:
             result.print_table(out)
         return 0 if result.fits else 1
     return _serve_solve(lib, args, out, explicit, requests)
+
+
+#: the option that holds each engine's release, as its minor version (vLLM 0.N.x)
+ENGINE_VERSIONS = {"vllm": "vllm_version"}
+
+
+def _engine_version(lib, engine: str, text: str) -> str:
+    """``--engine-version 0.29.0`` as the setting it stands for (``vllm_version=29``)."""
+    option = ENGINE_VERSIONS.get(engine)
+    if option is None:
+        raise UsageError(f"--engine-version: the releases of {engine} are not told apart yet",
+                         hint="pin the settings your release logs instead (memform serve --help)")
+    known = sorted(int(c) for c in lib.options[option].choices)
+    found = re.fullmatch(r"v?0\.(\d+)(?:\.\d+)*(?:[.+-]?(?:rc|post|dev)[0-9a-z.+-]*)?", text.strip())
+    if found is None or int(found.group(1)) not in known:
+        raise UsageError(f"--engine-version {shown(text, 40)}: not a modelled {engine} release",
+                         hint=f"{engine} 0.{min(known)} to 0.{max(known)}, written as 0.29 or 0.29.0")
+    return f"{option}={int(found.group(1))}"
 
 
 def _serving_scenario(lib, args, check: bool = True):

@@ -54,7 +54,7 @@ ENGINES = {
                    ("model_memory", "model ('Model loading took')"),
                    ("activation_peak", "activation peak (profile run)"),
                    ("non_torch_memory", "non-torch memory"),
-                   ("cudagraph_reserve", "CUDA graph pool (in the budget)"),
+                   ("cudagraph_reserve", "CUDA graph estimate (in the budget)"),
                    ("kv_cache_memory", "KV cache ('Available KV cache memory')")),
         counts=(("kv_block_bytes", "bytes per block (all layers)"),
                 ("num_gpu_blocks", "KV cache blocks (num_gpu_blocks)"),
@@ -63,8 +63,8 @@ ENGINES = {
         tokens="kv_cache_tokens", concurrency="max_concurrency",
         header=(("max_model_len", "seq_len"), ("gpu_memory_utilization", "gpu_memory_utilization"),
                 ("max_num_seqs", "max_num_seqs"), ("max_num_batched_tokens", "max_num_batched_tokens"),
-                ("block_size", "block_size")),
-        extra=("block_size", "total_gpu_memory", "profile_forward_peak", "profile_sampler_peak",
+                ("block_size", "block_size"), ("vllm_version", "vllm_version")),
+        extra=("block_size", "total_gpu_memory", "vllm_compile_copies", "cudagraph_estimate", "profile_forward_peak", "profile_sampler_peak",
                "kv_layer_token_bytes", "startup_free_gpu_memory", "max_gpu_memory_utilization",
                "vllm_block_size", "stage_linear_layers", "linear_state_bytes", "state_page_padding",
                "kv_cache_groups", "kv_layers_per_stage", "one_request_kv_bytes"),
@@ -108,7 +108,8 @@ ENGINES = {
 }
 #: rules that stay as names in the formula column
 OPAQUE = OPAQUE_RULES + tuple(n for e in ENGINES.values() for n, _ in e.breakdown + e.counts) + (
-    "total_gpu_memory", "profile_forward_peak", "profile_sampler_peak", "max_num_seqs",
+    "total_gpu_memory", "profile_forward_peak", "profile_sampler_peak", "vllm_compile_copies",
+    "gpu_memory_utilization", "max_num_seqs",
     "max_num_batched_tokens", "mem_fraction_static", "sglang_profiled_tokens", "sglang_full_pool_raw",
     "swa_max_total_num_tokens")
 #: rules read at another pipeline stage, written so (stage_gpu_blocks[pp_stage = first])
@@ -238,6 +239,13 @@ REFUSED = (
             "modelled (vLLM has served no Mllama since v0.11: PR 24907 removed it)",
             "memform estimate MODEL --set mode=infer sizes transformers' cache, image states "
             "included (images_per_sequence)"),
+    # vllm 0.34.0 v1/worker/extensible_kv_cache.py: sized after warm-up steps (one with prompt
+    # logprobs) and CUDA graph capture, with a margin; read in docs/research/vllm-versions.md sec. 4
+    Refused("vllm", "vllm_extensible_kv_cache", "==", 1,
+            "vLLM 0.34 sizes its KV cache as an extensible one by default (after its warm-up steps and "
+            "CUDA graph capture, with a margin), which is not modelled",
+            "--set extensible_kv_cache=false for a server started with --no-enable-extensible-kv-cache, "
+            "or --engine-version 0.33"),
     Refused("sglang", "attention_layers", "==", 0,
             "--engine {engine}: a model without attention layers has no KV pool to size",
             "memform serve MODEL --engine vllm"),

@@ -262,6 +262,13 @@ def test_recompute_modules_replace_selective_recomputation_of_the_attention_core
     base = "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --vocab-size 128 --recompute-granularity selective"
     assert read_text(base, lib).values["recompute"] == "selective"
     a = read_text(base + " --recompute-modules mlp moe_act", lib)
-    assert a.values["recompute"] == "none" and any("mlp moe_act" in u for u in a.unknown)
-    b = read_text(base + " --recompute-modules core_attn mlp", lib)
-    assert b.values["recompute"] == "selective" and any("--recompute-modules mlp" in u for u in b.unknown)
+    assert a.values["recompute"] == "none" and not a.unknown
+    assert str(a.values["recompute_mlp"]) == str(a.values["recompute_moe_act"]) == "true"
+    b = read_text(base + " --recompute-modules core_attn layernorm mla_up_proj moe shared_experts mhc", lib)
+    assert b.values["recompute"] == "selective"
+    assert all(str(b.values[f"recompute_{m}"]) == "true" for m in ("layernorm", "mla_up_proj", "moe", "shared_experts"))
+    assert "recompute_mlp" not in b.values
+    assert any("--recompute-modules mhc" in u for u in b.unknown)  # a module not modelled is listed
+    # without selective granularity Megatron recomputes no module
+    c = read_text(base.replace("selective", "full") + " --recompute-modules mlp", lib)
+    assert "recompute_mlp" not in c.values

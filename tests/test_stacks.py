@@ -108,9 +108,6 @@ MORE_PARTIAL = {
     "megatron-gpt3_mcore_te_tp2_pp2_resume_torch_dist_defer_embedding_wgrad_compute-h100":
         "--defer-embedding-wgrad-compute keeps each micro-batch's output-layer input and gradient until the "
         "pipeline flushes; not modelled (the reader lists the argument)",
-    "megatron-gpt3_mcore_te_tp2_pp2_ep4_etp1_selective_recompute_experimental-h100":
-        "--recompute-modules layernorm mla_up_proj mlp moe_act are not modelled (memform keeps what they "
-        "recompute), and its layout's model chunks are taken as equal",
 }
 
 
@@ -579,3 +576,46 @@ def test_deepspeed_zero3_step_holds_one_sub_group_in_fp32(lib):
     # overlap_comm), ZeRO-3's kept from initialisation
     assert z2.evaluate("ds_backward_buffers") == 2 * 5 * 10**8 * 2
     assert s.evaluate("ds_persistent_buffers") == 5 * 10**8 * 2
+
+
+def test_megatron_recompute_modules_free_what_the_next_module_saved(lib):
+    # Megatron-LM d98e8a64: a recomputed module runs without autograd and keeps its inputs
+    # (tensor_parallel.CheckpointWithoutOutput); its output, which the next module saved, is freed
+    # after that module's forward. DeepSeek-V3's dims (h 7168, 128 heads of 128 + 64 rotary, values
+    # 128, experts 2048 wide, top-8), tp 2 with sequence parallelism, 4096 tokens, bf16
+    s = Scenario.create(lib, "deepseek-v3", values={"stack": "megatron", "tp": 2, "sequence_parallel": "true",
+                                                    "seq_len": 4096, "micro_batch": 1})
+    tokens = 4096
+
+    def saved(rule, **modules):
+        return s.with_values(**{f"recompute_{m}": "true" for m in modules}).evaluate(rule)
+
+    # layernorm: MLA's input norm (a module of its own: TENorm, not fused into a projection) keeps
+    # its input but not its fp32 reciprocal RMS, and the q and kv down projections no copy of the
+    # normalised input (bf16), each per sequence-parallel shard; likewise an MoE layer's pre-MLP norm
+    # for the router and the shared expert
+    norm = tokens * (7168 * 2 + 4) // 2
+    assert saved("architecture_attention") - saved("architecture_attention", layernorm=1) == norm
+    assert saved("architecture_moe_mlp") - saved("architecture_moe_mlp", layernorm=1) == norm
+    # mla_up_proj: the query (128 x 192) and key and value (128 x 192 + 128 x 128) core attention
+    # saved, bf16 over tp 2
+    assert saved("architecture_attention") - saved("architecture_attention", mla_up_proj=1) == tokens * (24576 + 40960)
+    # moe_act: fc2's input, the weighted SwiGLU's output, 2048 wide for each of the 8 routed copies
+    assert saved("architecture_moe_mlp") - saved("architecture_moe_mlp", moe_act=1) == tokens * 8 * 2048 * 2 // 2
+    # mlp: a dense layer's MLP keeps the checkpoint's input alone, the residual stream its fused
+    # norm reads (bf16, sequence-parallel shard); an MoE layer's is not affected
+    assert saved("architecture_dense_mlp", mlp=1) == tokens * 7168 * 2 // 2
+    assert saved("architecture_moe_mlp", mlp=1) == saved("architecture_moe_mlp")
+    # moe: the MoE layer's MLP keeps its norm (bf16 input and fp32 reciprocal RMS) and the
+    # checkpoint's input, the normalised hidden states (bf16), per sequence-parallel shard;
+    # shared_experts: the shared expert (2048 wide, fused SwiGLU) keeps nothing beyond that input:
+    # its fc1 output (2 x 2048) and fc2's input (2048), bf16 over tp 2
+    assert saved("architecture_moe_mlp", moe=1) == tokens * (7168 * 2 + 4 + 7168 * 2) // 2
+    assert saved("architecture_moe_mlp") - saved("architecture_moe_mlp", shared_experts=1) == tokens * 3 * 2048 * 2 // 2
+    # a stack other than Megatron has no such modules; full recomputation supersedes them
+    other = s.with_values(stack="generic", activation_model="architecture")
+    assert other.with_values(recompute_mla_up_proj="true").evaluate("architecture_attention") == \
+        other.evaluate("architecture_attention")
+    full = s.with_values(recompute="full")
+    assert full.with_values(recompute_moe_act="true").evaluate("architecture_moe_mlp") == \
+        full.evaluate("architecture_moe_mlp")

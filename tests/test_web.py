@@ -656,3 +656,13 @@ def test_keyboard_alone_reaches_every_part(site, browser):
     pg.keyboard.press("Space")
     assert pg.evaluate("document.getElementById('solved').dataset.state") == "ok"
     pg.close()
+
+
+def test_page_code_is_shipped_line_by_line():
+    # memform web ships page.js without its comment lines and indentation (engine/present/web.py):
+    # sound while no string or template literal of it spans lines
+    from engine.present.web import ASSETS
+    for number, line in enumerate((ASSETS / "page.js").read_text(encoding="utf-8").splitlines(), 1):
+        code = line.replace("\\\\", "").replace("\\`", "")
+        assert code.count("`") % 2 == 0, f"page.js:{number}: a template literal spans lines"
+        assert not code.rstrip().endswith("\\"), f"page.js:{number}: a string continues on the next line"

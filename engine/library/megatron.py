@@ -92,6 +92,10 @@ CHOICES = {
                        "TikTokenizer": {}, "MultimodalTokenizer": {}},
 }
 #: arguments read for Megatron-LM's derived defaults, not passed on as they are
+#: Megatron's --recompute-modules, each the option that models it (core_attn is recompute=selective)
+RECOMPUTE_MODULES = {"layernorm": "recompute_layernorm", "mla_up_proj": "recompute_mla_up_proj",
+                     "mlp": "recompute_mlp", "moe_act": "recompute_moe_act", "moe": "recompute_moe",
+                     "shared_experts": "recompute_shared_experts"}
 DERIVED = {"recompute-modules", "ffn-hidden-size", "num-query-groups", "kv-channels", "vocab-size", "make-vocab-size-divisible-by",
            "max-position-embeddings", "moe-ffn-hidden-size", "moe-layer-freq",
            "num-layers-per-virtual-pipeline-stage", "num-virtual-stages-per-pipeline-rank", "sgd-momentum",
@@ -486,15 +490,21 @@ def read_text(text: str, lib, path: str = "<arguments>", gpus: int | None = None
                                   hint="memform counts MoE layers as every layer, or '([0]*N+[1]*M)': "
                                        "N dense layers, then M MoE layers")
     # --recompute-modules replaces selective recomputation's default list, ["core_attn"]
-    # (megatron/core/transformer/transformer_config.py): memform's selective is core_attn alone
+    # (megatron/core/transformer/transformer_config.py): memform's selective is core_attn, the
+    # other modules options of their own (formulas/activations.mem)
     if "recompute-modules" in given and r.values.get("recompute") == "selective":
-        modules = " ".join(given["recompute-modules"].values).replace(",", " ").strip("[]'\" ").split()
+        arg = given["recompute-modules"]
+        modules = " ".join(arg.values).replace(",", " ").strip("[]'\" ").split()
         modules = [m.strip("[]'\"") for m in modules]
         if "core_attn" not in modules:
             r.set("recompute", "none")
-        other = [m for m in modules if m != "core_attn"]
+        for module in modules:
+            if module in RECOMPUTE_MODULES:
+                r.set(RECOMPUTE_MODULES[module], "true", arg)
+        other = [m for m in modules if m != "core_attn" and m not in RECOMPUTE_MODULES]
         if other:
-            unknown.append("--recompute-modules " + " ".join(other) + " (only core_attn is modelled)")
+            unknown.append("--recompute-modules " + " ".join(other)
+                           + " (modelled: core_attn, " + ", ".join(RECOMPUTE_MODULES) + ")")
     if "sgd-momentum" in given and r.values.get("optimizer") == "sgd_momentum" and num("sgd-momentum") == 0:
         r.set("optimizer", "sgd")
     # the interleaved schedule's model chunks (arguments.py: --num-layers-per-virtual-pipeline-stage

@@ -230,10 +230,11 @@ def site(lib, compiled: dict, title: str = "memform", inline: bool = False) -> d
     """The page's files, name -> text: the page, its script and its style, or (``inline``)
     the page alone with both inside it (one file, one request: the first render is sooner)."""
     source, varying, names, _, step_rules = program(compiled)
-    # the page's own code without its whole-line comments, which stay in page.js (the page's
-    # weight is a budget); its strings and template literals hold no line that starts with //
-    page = "\n".join(line for line in (ASSETS / "page.js").read_text(encoding="utf-8").splitlines()
-                     if not line.lstrip().startswith("//"))
+    # the page's own code without its whole-line comments, indentation and blank lines, which
+    # stay in page.js (the page's weight is a budget): no string or template literal of it spans
+    # lines (tests/test_web.py checks)
+    page = "\n".join(line.lstrip() for line in (ASSETS / "page.js").read_text(encoding="utf-8").splitlines()
+                      if line.strip() and not line.lstrip().startswith("//"))
     script = "\n".join([
         "// memform: the memory calculator, generated from the rules (memform web).",
         "// The arithmetic below is the compiler's JavaScript backend's; the page's own code",

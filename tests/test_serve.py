@@ -336,6 +336,41 @@ def test_sglang_default_mem_fraction_static_on_an_h100(lib):
     assert s.evaluate("mem_fraction_static") == Fraction("0.835")
 
 
+#: rows whose mem_fraction_static is their release's default: (SGLang release, GPU preset or
+#: nvidia-smi MiB, tp, a vision encoder's layers and width)
+SGLANG_DEFAULTS = {
+    "sglang-docs-llama31-8b-tp1-h100-2025-01": ("0.4.1", "h100-80g", 1, None),
+    "sglang-pr4760-llama31-8b-tp1-h100-fa3": ("0.4.4", "h100-80g", 1, None),
+    "sglang-r1-distill-qwen7b-tp1-rtx3090": ("0.4.2", "rtx3090", 1, None),
+    "sglang-qwq32b-tp4-4xL4": ("0.4.3.post4", "l4", 4, None),
+    "sglang-llama31-8b-tp1-24gb-consumer": ("0.4.9", "rtx4090", 1, None),
+    "sglang-grok2-fp8-tp8-h100": ("0.5.2", "h100-80g", 8, None),
+    "sglang-pr11716-llama31-70b-tp8-h200": ("0.5.3", "h200-141g", 8, None),
+    # an MI355X (288 GiB; any total from 293,362 to 296,586 MiB gives 0.908 before the scaling)
+    # and Kimi-K2.5's MoonViT encoder (27 layers, 1152 wide)
+    "sglang-kimi-k25-tp8-mi355x-mla": ("0.5.8.post1", 294_912, 8, (27, 1152)),
+}
+
+
+@pytest.mark.parametrize("row_id", list(SGLANG_DEFAULTS))
+def test_sglang_default_mem_fraction_static_of_each_release(lib, row_id):
+    # each row records its release's default as read from SGLang's server_args.py of that release
+    # (docs/research/sglang.md sec. 4): memform's --engine-version gives the same fraction and
+    # chunked-prefill size
+    row = SGLANG[row_id]
+    release, gpu, tp, vision = SGLANG_DEFAULTS[row_id]
+    args = ["serve", "llama3.1-8b", "--engine", "sglang", "--engine-version", release, "--tp", str(tp), "--json"]
+    args += ["--gpu", gpu] if isinstance(gpu, str) else ["--capacity", f"{gpu}MiB"]
+    if vision:
+        args += ["--set", "vision_tower=siglip", "--set", f"vision_num_hidden_layers={vision[0]}",
+                 "--set", f"vision_hidden_size={vision[1]}"]
+    code, out, err = run(*args)
+    assert code in (0, 1), err
+    rules = json.loads(out)["rules"]
+    assert rules["mem_fraction_static"] == pytest.approx(row["config"]["mem_fraction_static"]["value"], abs=1e-12)
+    assert rules["chunked_prefill_size"] == row["config"]["chunked_prefill_size"]
+
+
 def test_sglang_hybrid_sliding_window_split_as_published(lib):
     """SGLang's hybrid SWA pool splits the profiled tokens N into full and sliding-window pools.
     Published (sgl-project/sglang PR 18039, MiMo-V2-Flash at tp 4, --page-size 64, ratio 0.8,

@@ -81,7 +81,7 @@ ENGINES = {
                 ("sglang_max_concurrency", "requests of context_len at once")),
         tokens="max_total_num_tokens", concurrency="sglang_max_concurrency",
         header=(("context_len", "seq_len"), ("mem_fraction_static", "mem_fraction_static"),
-                ("page_size", "page_size")),
+                ("page_size", "page_size"), ("sglang_version", "sglang_version")),
         extra=("page_size", "total_gpu_memory", "chunked_prefill_size", "cuda_graph_max_bs", "stage_linear_layers",
                "sglang_rest_memory", "sglang_state_per_request", "max_mamba_cache_size", "sglang_state_memory",
                "sglang_profiled_tokens", "sglang_hybrid_swa", "swa_max_total_num_tokens", "sglang_longest_request",

@@ -243,7 +243,7 @@ def site(lib, compiled: dict, title: str = "memform", inline: bool = False) -> d
         codegen.JS_RUNTIME.strip(),
         # the program over any runtime with Q's operations: exact rationals for the figures,
         # the page's polynomials for the formula column
-        "function makeProgram(Q) {", source, "return program;", "}",
+        "function makeProgram(Q) {", "\n".join(line.lstrip() for line in source.splitlines()), "return program;", "}",
         "const program = makeProgram(Q);",
         f"const DATA = {_script_json(dict(data(lib, compiled, names, varying), stepRules=step_rules))};",
         page,

@@ -371,6 +371,17 @@ def test_sglang_default_mem_fraction_static_of_each_release(lib, row_id):
     assert rules["chunked_prefill_size"] == row["config"]["chunked_prefill_size"]
 
 
+def test_engine_version_names_the_releases_modelled():
+    # SGLang's releases not read (0.4.5, 0.4.7, 0.4.8) and TensorRT-LLM's are refused, naming what is
+    code, _, err = run("serve", "llama3.1-8b", "--engine", "sglang", "--gpu", "h100-80g", "--engine-version", "0.4.7")
+    assert code == 2 and "0.4.6, 0.4.9" in err
+    code, _, err = run("serve", "llama3.1-8b", "--engine", "trtllm", "--gpu", "h100-80g", "--engine-version", "1.1.0")
+    assert code == 2 and "trtllm are not told apart" in err
+    code, out, _ = run("serve", "llama3.1-8b", "--engine", "sglang", "--gpu", "h100-80g", "--engine-version", "v0.5.2rc2",
+                       "--json")
+    assert code == 0 and json.loads(out)["inputs"]["sglang_version"] == "502"
+
+
 def test_sglang_hybrid_sliding_window_split_as_published(lib):
     """SGLang's hybrid SWA pool splits the profiled tokens N into full and sliding-window pools.
     Published (sgl-project/sglang PR 18039, MiMo-V2-Flash at tp 4, --page-size 64, ratio 0.8,

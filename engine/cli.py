@@ -442,30 +442,31 @@ def cmd_serve(args, out) -> int:
     return _serve_solve(lib, args, out, explicit, requests)
 
 
-#: the option that holds each engine's release: vLLM's minor version (0.N.x: N), SGLang's minor
-#: and patch versions (0.M.P: M P as MPP)
-ENGINE_VERSIONS = {"vllm": "vllm_version", "sglang": "sglang_version"}
+#: the option that holds each engine's release, and how many of its numbers after "0." it
+#: tells apart: vLLM's minor version (0.29.x: 29), SGLang's minor and patch ones (0.5.3: 503)
+ENGINE_VERSIONS = {"vllm": ("vllm_version", 1), "sglang": ("sglang_version", 2)}
 
 
 def _engine_version(lib, engine: str, text: str) -> str:
     """``--engine-version 0.29.0`` as the setting it stands for (``vllm_version=29``; SGLang's
     ``0.5.3.post1``: ``sglang_version=503``)."""
-    option = ENGINE_VERSIONS.get(engine)
-    if option is None:
+    if engine not in ENGINE_VERSIONS:
         raise UsageError(f"--engine-version: the releases of {engine} are not told apart yet",
                          hint="pin the settings your release logs instead (memform serve --help)")
+    option, parts = ENGINE_VERSIONS[engine]
+
+    def written(code: int) -> str:
+        return "0." + (str(code) if parts == 1 else f"{code // 100}.{code % 100}")
+
     known = sorted(int(c) for c in lib.options[option].choices)
     found = re.fullmatch(r"v?0\.(\d+)(?:\.(\d+))?(?:\.\d+)*(?:[.+-]?(?:rc|post|dev)[0-9a-z.+-]*)?", text.strip())
     code = None
-    if found is not None:
-        minor, patch = int(found.group(1)), found.group(2)
-        code = minor if engine == "vllm" else (minor * 100 + int(patch) if patch is not None else None)
+    if found is not None and (parts == 1 or found.group(2) is not None):
+        code = int(found.group(1)) if parts == 1 else int(found.group(1)) * 100 + int(found.group(2))
     if code not in known:
-        written = "0.29 or 0.29.0" if engine == "vllm" else "0.5.3 or 0.5.3.post1"
-        listed = (f"0.{min(known)} to 0.{max(known)}" if engine == "vllm"
-                  else ", ".join(f"0.{c // 100}.{c % 100}" for c in known))
+        listed = f"{written(known[0])} to {written(known[-1])}" if parts == 1 else ", ".join(map(written, known))
         raise UsageError(f"--engine-version {shown(text, 40)}: not a modelled {engine} release",
-                         hint=f"{engine} {listed}, written as {written}")
+                         hint=f"{engine} {listed}, written as {written(known[-1])} or {written(known[-1])}.0")
     return f"{option}={code}"
 
 

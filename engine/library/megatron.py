@@ -91,11 +91,11 @@ CHOICES = {
                        "SentencePieceTokenizer": {}, "GPTSentencePieceTokenizer": {}, "Llama2Tokenizer": {},
                        "TikTokenizer": {}, "MultimodalTokenizer": {}},
 }
-#: arguments read for Megatron-LM's derived defaults, not passed on as they are
 #: Megatron's --recompute-modules, each the option that models it (core_attn is recompute=selective)
 RECOMPUTE_MODULES = {"layernorm": "recompute_layernorm", "mla_up_proj": "recompute_mla_up_proj",
                      "mlp": "recompute_mlp", "moe_act": "recompute_moe_act", "moe": "recompute_moe",
                      "shared_experts": "recompute_shared_experts"}
+#: arguments read for Megatron-LM's derived defaults, not passed on as they are
 DERIVED = {"recompute-modules", "ffn-hidden-size", "num-query-groups", "kv-channels", "vocab-size", "make-vocab-size-divisible-by",
            "max-position-embeddings", "moe-ffn-hidden-size", "moe-layer-freq",
            "num-layers-per-virtual-pipeline-stage", "num-virtual-stages-per-pipeline-rank", "sgd-momentum",

@@ -226,15 +226,18 @@ def _script_json(value) -> str:
         .replace(">", "\\u003e").replace("&", "\\u0026")
 
 
+def _compact(code: str) -> str:
+    """JavaScript without its whole-line comments, indentation and blank lines, as the page
+    ships it (its weight is a budget): sound while no string or template literal of it spans
+    lines (tests/test_web.py checks page.js; the generated program has no such literal)."""
+    return "\n".join(line.lstrip() for line in code.splitlines() if line.strip() and not line.lstrip().startswith("//"))
+
+
 def site(lib, compiled: dict, title: str = "memform", inline: bool = False) -> dict[str, str]:
     """The page's files, name -> text: the page, its script and its style, or (``inline``)
     the page alone with both inside it (one file, one request: the first render is sooner)."""
     source, varying, names, _, step_rules = program(compiled)
-    # the page's own code without its whole-line comments, indentation and blank lines, which
-    # stay in page.js (the page's weight is a budget): no string or template literal of it spans
-    # lines (tests/test_web.py checks)
-    page = "\n".join(line.lstrip() for line in (ASSETS / "page.js").read_text(encoding="utf-8").splitlines()
-                      if line.strip() and not line.lstrip().startswith("//"))
+    page = _compact((ASSETS / "page.js").read_text(encoding="utf-8"))
     script = "\n".join([
         "// memform: the memory calculator, generated from the rules (memform web).",
         "// The arithmetic below is the compiler's JavaScript backend's; the page's own code",
@@ -243,7 +246,7 @@ def site(lib, compiled: dict, title: str = "memform", inline: bool = False) -> d
         codegen.JS_RUNTIME.strip(),
         # the program over any runtime with Q's operations: exact rationals for the figures,
         # the page's polynomials for the formula column
-        "function makeProgram(Q) {", "\n".join(line.lstrip() for line in source.splitlines()), "return program;", "}",
+        "function makeProgram(Q) {", _compact(source), "return program;", "}",
         "const program = makeProgram(Q);",
         f"const DATA = {_script_json(dict(data(lib, compiled, names, varying), stepRules=step_rules))};",
         page,

@@ -207,6 +207,8 @@ def main() -> int:
                   "--set", "dp=N", "--set", "seq_len=4096"], "dp=N"),
                 (["solve", "min", "dp", "llama2-70b", "--gpu", "h100-80g", "--set", "zero_stage=3", "--set",
                   "recompute=full", "--set", "seq_len=N"], "seq_len=N"),
+                (["solve", "min", "tp", "llama2-70b", "--gpu", "h100-80g", "--set", "zero_stage=3", "--set",
+                  "dp=N"], "dp=N"),
                 (["plan", "llama2-70b", "--gpu", "h100-80g", "--gpus", "N"], "N")]
     numpy_cmd = [sys.executable, "-c", "import numpy"]
 
@@ -223,7 +225,7 @@ def main() -> int:
             what = "check: 30 checks" if argv[0] == "check" else f"{' '.join(argv[:2])}, asked again"
         else:
             runs = 5
-            what = f"{' '.join(argv[:2])}, {new.split('=')[0] if '=' in new else '--gpus'} not seen before"
+            what = f"{' '.join(argv[:3 if argv[0] == 'solve' else 2])}, {new.split('=')[0] if '=' in new else '--gpus'} not seen before"
             if "zero_stage=3" in argv and argv[0] == "estimate":
                 what = f"{' '.join(argv[:2])} ZeRO-3, dp not seen before (its column written anew)"
         base, mine = [], []

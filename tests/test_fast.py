@@ -274,7 +274,7 @@ def test_plan_without_sympy_is_the_full_paths(lib, compiled, monkeypatch, tmp_pa
 
 
 def test_solve_without_sympy_is_the_full_paths(lib, compiled, monkeypatch, tmp_path):
-    """``memform solve`` of a preset's micro_batch, seq_len or dp from the compiled form
+    """``memform solve`` of a preset's micro_batch, seq_len, dp, tp, pp or ep from the compiled form
     (quick.solve: the shared search over the exact total, the closed form written out where the
     total is linear in the unknown, or one term over it) answers what the full path answers,
     field for field, or not at all: every model preset, the three unknowns, random settings,
@@ -301,8 +301,17 @@ def test_solve_without_sympy_is_the_full_paths(lib, compiled, monkeypatch, tmp_p
             ["--set", "zero_stage=3", "--set", "finetune=lora"], ["--set", "zero_stage=3", "--multiple-of", "8"],
             ["--set", "zero_stage=3", "--step", "pow2"], ["--set", "zero_stage=3", "--set", "offload=optimizer"]]
     cases += [(m, "dp", "min", rng.choice(["h100-80g", "h200-141g", "mi300x"]), rng.choice(zero)) for m in models]
+    # tp, pp, ep: the degrees that divide a model size, each candidate evaluated; the closed form a
+    # quotient of sums (tp shards weights, gradients and activations alike) or none (a stage's
+    # layers are ceil(L / pp))
+    layouts = [[], ["--set", "zero_stage=3", "--set", "dp=8"], ["--set", "mode=infer"],
+               ["--set", "mode=infer", "--set", "seq_len=32768"], ["--no-divisibility"], ["--step", "pow2"],
+               ["--multiple-of", "2"], ["--set", "recompute=full", "--set", "seq_len=8192"],
+               ["--set", "stack=megatron"], ["--set", "finetune=lora"]]
+    cases += [(m, u, rng.choice(["max", "min", "min"]), rng.choice(["h100-80g", "h200-141g", "mi300x"]),
+               rng.choice(layouts)) for u, n in (("tp", 24), ("pp", 12), ("ep", 6)) for m in rng.sample(models, n)]
     answered = closed = feasible = 0
-    by_dp = [0]
+    by_dp, by_layout = [0], {"tp": 0, "pp": 0}
     for model, unknown, direction, gpu, extra in cases:
         argv = ["solve", direction, unknown, model, "--gpu", gpu, *extra]
         args = build_parser().parse_args(argv)
@@ -324,8 +333,11 @@ def test_solve_without_sympy_is_the_full_paths(lib, compiled, monkeypatch, tmp_p
         answered += 1
         closed += quick.method == "closed-form"
         by_dp[0] += unknown == "dp" and quick.method == "closed-form"
+        if unknown in by_layout and quick.closed_form.startswith((f"{unknown} ", "none")):
+            by_layout[unknown] += 1
     assert answered > feasible // 2 and closed > feasible // 4  # the comparison is not vacuous
     assert by_dp[0] > len(models) // 3  # nor for dp's quotients
+    assert min(by_layout.values()) >= 4, by_layout  # nor for the layouts
 
 
 @given(st.dictionaries(st.tuples(*[st.integers(0, 3)] * 3),

@@ -14,8 +14,9 @@ reuse it.
 ``memform docs`` are kept too, as the text they printed, under a key of the sources and the
 command's arguments: asked again, they print it without sympy.  ``show`` of a rule that is a
 polynomial is written out from the compiled trees even the first time (:func:`show`), ``plan``
-of a preset lists its layouts from them (:func:`plan`), and ``solve`` of a preset's micro_batch
-or seq_len searches them and writes a linear closed form out as sympy does (:func:`solve`).
+of a preset lists its layouts from them (:func:`plan`), and ``solve`` of a preset's micro_batch,
+seq_len, dp, tp, pp or ep searches them and writes its closed form out as the full path does
+(:func:`solve`).
 
 This path answers only when it can answer exactly as the full path would: on anything else
 (an unknown name, a bad value, a rule file of the user's own, a Hugging Face config, an
@@ -32,7 +33,8 @@ from fractions import Fraction
 from pathlib import Path
 from types import SimpleNamespace
 
-from ..compile.columns import Polynomials, Reads, linear_root, quotient_text, reciprocal_root, root_text, text, value_at
+from ..compile.columns import (Atom, Polynomials, Reads, _sum, linear_root, quotient_form, quotient_form_text,
+                               quotient_text, reciprocal_root, reciprocal_sum_root, root_text, text, value_at)
 from ..compile.exact import Evaluator, bindings, evaluate_rules, exact_values
 from ..compile.outline import (FIT_RULE, OPAQUE_RULES, SHOWN_INPUTS, SIZES, TOP_LEVEL,
                                TOTAL_OPAQUE, check_usable, extra_rules)
@@ -40,7 +42,7 @@ from ..compile.trees import _key, _read, _setting, _write
 from ..errors import EngineError
 from ..lang.constants import Unsupported
 from ..lazy import lazy
-from ..library.layout import DIVIDES, broken, refuse
+from ..library.layout import DIVIDES, SERVING_MULTIPLES, admits, broken, refuse
 from ..paths import data_path
 from . import search
 from .report import Report
@@ -369,20 +371,24 @@ def _plan_evaluator(compiled: dict, key: str, values: dict) -> Evaluator:
     return evaluator
 
 
-#: the unknowns :func:`solve` answers (no layout constraint: a search over every whole value)
-SOLVED = (*SHOWN_INPUTS, "dp")
+#: the unknowns :func:`solve` answers: a search over every whole value, or over the degrees
+#: that divide a model size (tp, pp, ep: :data:`engine.library.layout.DIVIDES`)
+SOLVED = (*SHOWN_INPUTS, "dp", *DIVIDES)
 #: the most bits of a value the compiled solve works with (the full path bounds the rest)
 SOLVE_BITS = 256
 
 
 def solve(args) -> search.SolveResult | None:
-    """What ``memform solve max|min micro_batch|seq_len|dp`` answers for a preset, from the
-    compiled library: the same candidates, monotonicity (the grid, where the program's shape
-    does not show it) and bisection as :func:`engine.answers.solve.solve` over the exact
-    target, and its closed form where the target is linear in the unknown
-    (:func:`engine.compile.columns.linear_root`) or has one term over it, the state ZeRO
-    shards over dp (:func:`engine.compile.columns.reciprocal_root`), written as sympy writes it; or None: the full path answers, with its errors and the forms
-    sympy finds."""
+    """What ``memform solve max|min micro_batch|seq_len|dp|tp|pp|ep`` answers for a preset,
+    from the compiled library: the same candidates, monotonicity (the grid, where the program's
+    shape does not show it) and bisection as :func:`engine.answers.solve.solve` over the exact
+    target, or for a layout's degree every candidate that divides the model's sizes; and its
+    closed form where the target is linear in the unknown
+    (:func:`engine.compile.columns.linear_root`), has one term over it, the state ZeRO shards
+    over dp (:func:`engine.compile.columns.reciprocal_root`), written as sympy writes it, or a
+    sum over it, what tp shards (:func:`engine.compile.columns.quotient_form`, both paths' own
+    form), or none where a rounding of the unknown stays (a stage's ``ceil(L / pp)`` layers);
+    or None: the full path answers, with its errors and the forms sympy finds."""
     unknown, direction, step, k = args.unknown, args.direction, args.step, args.multiple_of
     if (getattr(args, "rules", None) or unknown not in SOLVED or direction not in ("max", "min")
             or step not in ("1", "pow2") or type(k) is not int or not 1 <= k <= search.UPPER):
@@ -413,26 +419,48 @@ def solve(args) -> search.SolveResult | None:
                 if _bits(at[x]) > SOLVE_BITS:
                     raise Unsupported("a value too large to be sure of")
             return at[x]
-        increasing = direction == "max"
-        # the grid the full path checks, unless the program's shape shows the direction: then
-        # no value on it turns (tests/test_exact.py holds the one to the other)
-        shown, junctions = f.direction(unknown)
-        lo, hi = cand(i_lo), cand(i_hi)
-        if shown not in ((0, 1) if increasing else (0, -1)) or any(
-                value(b) < value(b - 1) if increasing else value(b) > value(b - 1) for b in junctions if lo < b <= hi):
-            ys = [value(x) for x in search.grid(lo, hi)]
-            if any(b < a if increasing else b > a for a, b in zip(ys, ys[1:])):
-                return None  # the full path says where it turns
-        if value(cand(i_lo) if increasing else cand(i_hi)) > capacity:
-            return None  # the full path says what does not fit
-        answer, nxt = search.bisect(lambda x: value(x) <= capacity, direction, cand, i_lo, i_hi)
+        constraints = search.constraints(unknown, k, step)
+        divides = [] if args.no_divisibility else list(DIVIDES.get(unknown, ()))
+        if divides:  # finitely many candidates, each evaluated (as the full path does)
+            known = dict(values, **evaluate_rules(compiled, values, [r for r in divides if r in compiled["rules"]]))
+            sizes = {r: Fraction(known[r]) for r in divides}
+            if any(n.denominator != 1 for n in sizes.values()):
+                return None  # the full path says no value meets the constraints
+            serving = values.get("mode") == "infer"
+            multiples = SERVING_MULTIPLES.get(unknown, ()) if serving else ()
+            constraints += [f"{unknown} divides {r} ({sizes[r]})" + (" or is a multiple of it" if r in multiples else "")
+                            for r in divides]
+            limit = min([search.UPPER] + [int(sizes[r]) for r in divides if r not in multiples])
+            xs = search.listed(cand, i_lo, i_hi, limit, step, k, lambda x: all(
+                admits(unknown, x, r, int(sizes[r]), serving) for r in divides))
+            fits = [x for x in xs if value(x) <= capacity]
+            if not fits:
+                return None  # the full path says what does not fit, or that no value meets the constraints
+            answer = max(fits) if direction == "max" else min(fits)
+            pos = xs.index(answer)
+            others = xs[pos + 1:] if direction == "max" else xs[:pos][::-1]
+            nxt = others[0] if others else None
+        else:
+            increasing = direction == "max"
+            # the grid the full path checks, unless the program's shape shows the direction: then
+            # no value on it turns (tests/test_exact.py holds the one to the other)
+            shown, junctions = f.direction(unknown)
+            lo, hi = cand(i_lo), cand(i_hi)
+            if shown not in ((0, 1) if increasing else (0, -1)) or any(
+                    value(b) < value(b - 1) if increasing else value(b) > value(b - 1)
+                    for b in junctions if lo < b <= hi):
+                ys = [value(x) for x in search.grid(lo, hi)]
+                if any(b < a if increasing else b > a for a, b in zip(ys, ys[1:])):
+                    return None  # the full path says where it turns
+            if value(cand(i_lo) if increasing else cand(i_hi)) > capacity:
+                return None  # the full path says what does not fit
+            answer, nxt = search.bisect(lambda x: value(x) <= capacity, direction, cand, i_lo, i_hi)
         closed_form, closed = _closed_form(compiled, values, unknown, args.target, capacity, direction, k, step,
                                            answer)
+        found_by = "search" if divides else search.method(closed_form, unknown, closed, answer)
         return search.SolveResult(unknown, direction, answer, closed_form, value(answer),
-                                  None if nxt is None else value(nxt), nxt,
-                                  search.method(closed_form, unknown, closed, answer), closed, capacity,
-                                  args.target, tuple(search.constraints(unknown, k, step)), None,
-                                  values["capacity"])
+                                  None if nxt is None else value(nxt), nxt, found_by, closed, capacity,
+                                  args.target, tuple(constraints), None, values["capacity"])
     except (Unsupported, EngineError, ArithmeticError, ValueError, TypeError, KeyError, IndexError,
             AttributeError, RecursionError):
         return None  # whatever the cause, the full path answers or reports it
@@ -447,12 +475,20 @@ def _closed_form(compiled, values, unknown, target, capacity, direction, k, step
     where the target is linear in the unknown or one term over it, on the branches active at
     the answer (as the full path takes them); Unsupported where sympy is needed to say."""
     fixed, pins = bindings(compiled, values)
+    if _rough(compiled, fixed, pins, unknown, target, answer):
+        return f"none: {target} has ceil/floor/max in {unknown}; exact search over whole values", None
     keep = tuple(dict.fromkeys((unknown, *SHOWN_INPUTS)))
     point = {n: values[n] for n in keep if n in values} | {unknown: answer}
     poly = Polynomials(compiled, fixed, pins, keep, ("n_params",), point=point).rule(target, over=(unknown,))
     known = {FIT_RULE: capacity, "n_params": evaluate_rules(compiled, values, ["n_params"])["n_params"],
              **{n: values[n] for n in SHOWN_INPUTS if n != unknown}}
-    if any(e < 0 for mono in poly for n, e in mono if n == unknown):  # c m / dp: ZeRO's shards
+    over = [mono for mono in poly if any(n == unknown and e < 0 for n, e in mono)]
+    if len(over) > 1:  # a sum over tp: the shards of weights, gradients and activations
+        num, den = reciprocal_sum_root(poly, unknown, FIT_RULE)
+        bottom = value_at(den, known)
+        root = value_at(num, known) / bottom if bottom else Fraction(-1)
+        shown = quotient_form_text(*quotient_form(num, den))
+    elif over:  # c m / dp: ZeRO's shards
         a, m, den = reciprocal_root(poly, unknown, FIT_RULE)
         bottom = value_at(den, known)
         root = a * value_at({m: 1}, known) / bottom if bottom else Fraction(-1)
@@ -465,6 +501,32 @@ def _closed_form(compiled, values, unknown, target, capacity, direction, k, step
         return f"{target}({unknown}) <= usable_memory", None
     whole = (root // k if direction == "max" else -(-root // k)) * k
     return f"{unknown} {'<=' if direction == 'max' else '>='} {shown}", int(whole)
+
+
+class _Rough(Polynomials):
+    """The target with every value but the unknown's (the one kept name) known, a rounding of
+    the unknown kept as an atom whatever its powers (``ceiling(80/pp)``: a stage's layers): what
+    :func:`engine.answers.solve._smooth_in` looks for on the branch active at the answer."""
+
+    def _round(self, op: str, p):
+        if not any(e < 0 for m in p for _, e in m):
+            return super()._round(op, p)
+        # sympy rounds an argument it can show lies in (0, 2] (ceiling(1/tp) is 1): kept only
+        # where it cannot, a sum of positive terms over the unknown above 2 at unknown = 1
+        if (not self.whole_positive or any(isinstance(n, Atom) for m in p for n, _ in m)
+                or any(c < 0 for m, c in p.items() if m) or value_at(p, dict.fromkeys(self.whole_positive, 1)) <= 2):
+            raise Unsupported("a rounding sympy may decide")
+        whole = {m: c for m, c in p.items() if c.denominator == 1 and all(e > 0 and self._whole(n) for n, e in m)}
+        rest = {m: c for m, c in p.items() if m not in whole}
+        return _sum([whole, {((Atom("ceiling" if op == "ceil" else "floor", (rest,)), 1),): Fraction(1)}])
+
+
+def _rough(compiled, fixed, pins, unknown: str, target: str, answer: int) -> bool:
+    """Whether the target, on the branch active at the answer, keeps a rounding, max or min of
+    the unknown (the full path then prints no closed form); Unsupported where that is not plain."""
+    poly = _Rough(compiled, fixed, pins, (unknown,), (), point={unknown: answer}, atoms=True).rule(
+        target, over=(unknown,))
+    return any(isinstance(n, Atom) for mono in poly for n, _ in mono)
 
 
 def _docs_key(fmt: str) -> str | None:

@@ -64,6 +64,16 @@ def candidates(lo: int, multiple_of: int, step: str, upper: int = UPPER):
     return cand, i_lo, i_hi
 
 
+def listed(cand, i_lo: int, i_hi: int, limit: int, step: str, k: int, valid) -> list[int]:
+    """The candidates up to ``limit`` that ``valid`` admits, in order: a layout's degree, which
+    must divide a model size (the ones past the limit are never looked at: 2**24 of them would
+    take seconds)."""
+    last = min(i_hi, limit // k) if step == "1" else i_lo
+    while step != "1" and last < i_hi and cand(last + 1) <= limit:
+        last += 1
+    return [cand(i) for i in range(i_lo, last + 1) if cand(i) <= limit and valid(cand(i))]
+
+
 def constraints(unknown: str, multiple_of: int, step: str) -> list[str]:
     """The constraints on the values tried, as the answer states them."""
     out = [f"{unknown} is a multiple of {multiple_of}"] if multiple_of > 1 else []

@@ -16,15 +16,17 @@ import math
 import numpy as np
 import sympy
 
+from ..compile.columns import from_sympy, quotient_form, quotient_form_text
 from ..compile.lambdas import compile_expr, real_values
 from ..compile.model import MAX_BITS, Scenario, components, fit_capacity
 from ..errors import (DomainError, InfeasibleError, MissingInputError, ResourceLimitError,
                       UsageError, did_you_mean)
+from ..lang.constants import Unsupported
 from ..lang.rules import InputDecl
 from ..library.layout import DIVIDES, SERVING_MULTIPLES, admits
 from .estimate import formula
 from .report import whole_bytes
-from .search import UPPER, SolveResult, bisect, candidates, grid, method
+from .search import UPPER, SolveResult, bisect, candidates, grid, listed, method
 from .search import constraints as stated
 
 __all__ = ["SolveResult", "UPPER", "solve"]
@@ -115,7 +117,7 @@ def solve(scenario: Scenario, direction: str, unknown: str, target: str = "total
     if divides:
         # finitely many candidates: evaluate each exactly (no monotonicity needed)
         limit = min([upper] + [int(divisors[r]) for r in divides if r not in multiples])
-        xs = [cand(i) for i in range(i_lo, i_hi + 1) if cand(i) <= limit and valid(cand(i))]
+        xs = listed(cand, i_lo, i_hi, limit, step, k, valid)
         if not xs:
             raise UsageError(f"no value of '{unknown}' meets the constraints: " + "; ".join(constraints),
                              hint="--no-divisibility drops the divisibility constraints")
@@ -278,7 +280,21 @@ def _closed_form(scenario, f, sym, unknown, target, capacity, direction, value, 
     relation = sympy.Le if direction == "max" else sympy.Ge
     bound = relation(sympy.Symbol(unknown), _SIMPLE[root].xreplace({_CAP: sympy.Symbol("usable_memory")}),
                      evaluate=False)
-    return f"{unknown} {op} {sympy.sstr(_SIMPLE[root])}", closed, bound
+    return f"{unknown} {op} {_written(root, _SIMPLE[root])}", closed, bound
+
+
+def _written(root, simple) -> str:
+    """A root as ``solve`` prints it: a quotient of two sums in memform's own form (the one
+    the compiled path writes, :func:`engine.compile.columns.quotient_form`), else as sympy
+    simplifies it."""
+    num, den = sympy.fraction(sympy.cancel(root))
+    p, q = from_sympy(num), from_sympy(den)
+    if p is not None and q is not None:
+        try:
+            return quotient_form_text(*quotient_form(p, q))
+        except Unsupported:
+            pass
+    return sympy.sstr(simple)
 
 
 def _symbolic_roots(scenario, unknown, target, value):

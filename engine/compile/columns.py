@@ -669,6 +669,61 @@ def reciprocal_root(p: Poly, x: str, rhs: str) -> tuple[int, tuple, Poly]:
     return a, m, den
 
 
+def reciprocal_sum_root(p: Poly, x: str, rhs: str) -> tuple[Poly, Poly]:
+    """The root of ``p = rhs`` in ``x`` for ``p = rest + B / x`` whose ``B`` has two terms or
+    more (a layout's shards: ``tp`` divides weights, gradients and activations alike) and whose
+    ``rest`` is free of ``x``: ``x = B / (rhs - rest)``, as the numerator and denominator
+    (:func:`quotient_form` writes them in memform's own form; anything else: Unsupported).
+
+    >>> reciprocal_sum_root({(("s", 1), ("x", -1)): Fraction(3), (("x", -1),): Fraction(1, 2),
+    ...                      (): Fraction(7)}, "x", "u")
+    ({(('s', 1),): Fraction(3, 1), (): Fraction(1, 2)}, {(('u', 1),): Fraction(1, 1), (): Fraction(-7, 1)})
+    """
+    over, rest = {}, {}
+    for m, c in p.items():
+        e = dict(m).get(x, 0)
+        if e == 0:
+            rest[m] = c
+        elif e == -1:
+            over[tuple((n, k) for n, k in m if n != x)] = c
+        else:
+            raise Unsupported(f"not a quotient in {x}")
+    if len(over) < 2:
+        raise Unsupported(f"not a sum over {x}")
+    return over, _add({((rhs, 1),): Fraction(1)}, _neg(rest))
+
+
+def quotient_form(num: Poly, den: Poly) -> tuple[int, Poly, Poly]:
+    """``num / den`` (polynomials with rational coefficients) as memform writes a quotient of
+    sums, whatever form sympy gave them in: ``c N / D`` with ``N`` and ``D`` whole, coprime
+    together, ``D``'s first term in ``lex`` order positive and ``c`` the positive content of the
+    numerator (``N`` primitive); Unsupported where either has fewer than two terms or a name is
+    an atom.
+
+    >>> quotient_form({(("s", 1),): Fraction(-6), (): Fraction(-3, 2)}, {(("u", 1),): Fraction(-1), (): Fraction(7)})
+    (3, {(('s', 1),): 4, (): 1}, {(('u', 1),): 2, (): -14})
+    """
+    if len(num) < 2 or len(den) < 2 or any(isinstance(n, Atom) for q in (num, den) for m in q for n, _ in m):
+        raise Unsupported("not a quotient of sums")
+    scale = math.lcm(*(v.denominator for q in (num, den) for v in q.values()))
+    common = math.gcd(*((v * scale).numerator for q in (num, den) for v in q.values()))
+    num = {k: int(v * scale / common) for k, v in num.items()}
+    den = {k: int(v * scale / common) for k, v in den.items()}
+    names = sorted({n for k in den for n, _ in k})
+    first = max(den, key=lambda k: tuple(dict(k).get(n, 0) for n in names))
+    if den[first] < 0:
+        num, den = {k: -v for k, v in num.items()}, {k: -v for k, v in den.items()}
+    content = math.gcd(*num.values())
+    return content, {k: v // content for k, v in num.items()}, den
+
+
+def quotient_form_text(content: int, num: Poly, den: Poly) -> str:
+    """A :func:`quotient_form` as both ``solve`` paths print it: ``c*(N)/(D)``, each sum in
+    ``lex`` order (``c`` left out when it is one)."""
+    top = f"({text(num, order='lex')})"
+    return (f"{content}*{top}" if content != 1 else top) + f"/({text(den, order='lex')})"
+
+
 def quotient_text(a: int, m: tuple, den: Poly) -> str:
     """A :func:`reciprocal_root` as ``sympy.sstr`` prints it."""
     return f"{_term(m, Fraction(a))}/({text(den, order='lex')})"

@@ -139,28 +139,35 @@ def program(compiled: dict) -> tuple[str, list[str], list[str], int, list[str]]:
     return source, list(varying), names, len(spec.steps), backend.rule_names
 
 
+#: the fields of an input's and an option's row in the page's data, in order
+FIELDS = {"inputs": ["dim", "integer", "lower", "strict", "upper", "unit", "doc", "group"],
+          "options": ["choices", "numeric", "doc", "group"]}
+
+
 def data(lib, compiled: dict, names: list[str], varying: list[str]) -> dict:
     """Everything the page's script reads besides the program: declarations, presets, what an
     estimate reports, the constraints it checks."""
     def group(decl) -> str:
         return Path(decl.span.file).stem if decl.span and decl.span.file else "other"
 
+    # each declaration a row of FIELDS (the page makes them objects): the field names once, not
+    # once a declaration, in a page whose weight is a budget
     inputs = {}
     for name, (dim, integer, lower, strict, upper) in compiled["inputs"].items():
         decl = lib.inputs.get(name)
-        inputs[name] = {"dim": dim, "integer": bool(integer), "lower": None if lower is None else _text(lower),
-                        "strict": bool(strict), "upper": None if upper is None else _text(upper),
-                        "unit": decl.unit if decl else "", "doc": decl.doc if decl else "",
-                        "group": group(decl) if decl else "other"}
+        inputs[name] = [dim, bool(integer), None if lower is None else _text(lower), bool(strict),
+                        None if upper is None else _text(upper), decl.unit if decl else "",
+                        decl.doc if decl else "", group(decl) if decl else "other"]
     options = {}
     for name, (choices, numeric) in compiled["options"].items():
         decl = lib.options.get(name)
-        options[name] = {"choices": list(choices), "numeric": bool(numeric), "doc": decl.doc if decl else "",
-                         "group": group(decl) if decl else "other"}
+        options[name] = [list(choices), bool(numeric), decl.doc if decl else "", group(decl) if decl else "other"]
+    # a preset's values as [name's index in presetNames, value, ...] (the page makes them objects)
     presets = {"model": {}, "gpu": {}}
+    preset_names: dict[str, int] = {}
     for (kind, name), values in _presets(compiled).items():
         if kind in presets:
-            presets[kind][name] = {n: _value(v) for n, v in values}
+            presets[kind][name] = [x for n, v in values for x in (preset_names.setdefault(n, len(preset_names)), _value(v))]
     # the inputs with no default that each output reads: without a value for them (no GPU, so
     # no capacity) the output cannot be computed, as the command line says
     undefaulted = [n for n in compiled["inputs"] if n not in compiled["defaults"]]
@@ -173,9 +180,11 @@ def data(lib, compiled: dict, names: list[str], varying: list[str]) -> dict:
         "pinFlag": PIN_FLAG, "pinValue": PIN_VALUE,
         "inputs": inputs,
         "options": options,
+        "fields": FIELDS,
         "defaults": {n: _value(v) for n, v in compiled["defaults"].items()},
         "models": presets["model"],
         "gpus": presets["gpu"],
+        "presetNames": list(preset_names),
         "components": list(compiled["components"]),
         "topLevel": [n for n in TOP_LEVEL if n in compiled["rules"]],
         "extra": [[n, list(needs_), [list(w) for w in when]] for n, needs_, when in EXTRA],

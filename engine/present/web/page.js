@@ -4,6 +4,20 @@
 // prints them.  No formula is written here: every byte count comes from program().
 (() => {
   const D = DATA;
+  // the declarations come as rows of D.fields (the page's weight is a budget): objects from here on
+  for (const kind of ["inputs", "options"]) {
+    for (const name of Object.keys(D[kind])) {
+      D[kind][name] = Object.fromEntries(D.fields[kind].map((field, i) => [field, D[kind][name][i]]));
+    }
+  }
+  // a preset's values come as [index in D.presetNames, value, ...]
+  for (const kind of ["models", "gpus"]) {
+    for (const [name, row] of Object.entries(D[kind])) {
+      const values = {};
+      for (let i = 0; i < row.length; i += 2) values[D.presetNames[row[i]]] = row[i + 1];
+      D[kind][name] = values;
+    }
+  }
   const timings = { scriptStart: performance.now(), firstRender: null, updates: [], solves: [], formulas: [] };
   window.memformTimings = timings;
 

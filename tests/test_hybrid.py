@@ -290,7 +290,7 @@ def test_sglang_gives_the_states_a_pool_of_their_own(lib):
     # 0.9 / 1.9 of the budget after the weights in whole requests' states, the KV pool the rest in
     # cells of the 12 attention layers' K and V (12 x 2 x 1 x 256 x 2 bytes per token)
     from engine.answers.serve import serve
-    s = Scenario.create(lib, "qwen3-next-80b-a3b", "h200-141g", values={"tp": 2})
+    s = Scenario.create(lib, "qwen3-next-80b-a3b", "h200-141g", values={"tp": 2, "sglang_version": "508"})
     r = serve(s, engine="sglang", formulas=False).rules
     assert r["sglang_state_per_request"] == 38_633_472
     rest = r["sglang_rest_memory"]
@@ -299,6 +299,13 @@ def test_sglang_gives_the_states_a_pool_of_their_own(lib):
     assert r["max_total_num_tokens"] == int((rest - states * 38_633_472) // (12 * 2 * 256 * 2))
     # running requests: at most a third of the states (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO)
     assert r["sglang_max_concurrency"] == min(r["max_total_num_tokens"] / 262_144, states // 3)
+    # from 0.5.17 the pool's padding slot is charged (kv_cache_configurator.py: max_mamba_cache_size
+    # = (budget - per_slot) // per_slot, the pool (max_mamba_cache_size + 1) x per_slot)
+    new = serve(s.with_values(sglang_version="517"), engine="sglang", formulas=False).rules
+    rest = new["sglang_rest_memory"]
+    states = int((rest * Fraction(9, 19) - 38_633_472) // 38_633_472)
+    assert new["max_mamba_cache_size"] == states
+    assert new["max_total_num_tokens"] == int((rest - (states + 1) * 38_633_472) // (12 * 2 * 256 * 2))
 
 
 def test_engines_without_a_hybrid_model_refuse_one(tmp_path):

@@ -306,6 +306,8 @@ SGLANG_ROWS = {
     "sglang-docs-llama31-8b-tp1-h100-2025-01": ("llama3.1-8b", "h100-80g", "78.81"),
     "sglang-r1-distill-qwen7b-tp1-rtx3090": ("qwen2.5-7b", None, "22.76"),  # Qwen2.5-Math-7B's shape
     "sglang-pr11716-llama31-70b-tp8-h200": ("llama3.1-70b", "h200-141g", "137.29"),
+    # T0 = 'Load weight end' avail 160.78 + mem usage 15.50
+    "sglang-pr22537-qwen3-32b-tp4-b200": ("qwen3-32b", "b200", "176.28"),
 }
 
 
@@ -317,7 +319,7 @@ def test_sglang_kv_tokens_against_its_logs(lib, row_id):
     s = Scenario.create(lib, model, gpu, values={
         "tp": row["config"]["tp"], "startup_free_memory": sympy.Rational(t0) * 2**30,
         **({"capacity": 24576 * 2**20} if gpu is None else {}),  # an RTX 3090 (no preset yet)
-        **({} if gpu == "h200-141g" else {"mem_fraction_static": sympy.Rational(str(mfs))})})
+        **({"sglang_version": "503"} if gpu == "h200-141g" else {"mem_fraction_static": sympy.Rational(str(mfs))})})
     result = serve(s, "sglang", formulas=False, explicit={"startup_free_memory", "mem_fraction_static", "tp"})
     if gpu == "h200-141g":  # v0.5.3's default on an H200 at tp 8: reserved 14,848 MiB -> 0.897
         assert result.rules["mem_fraction_static"] == Fraction("0.897") == Fraction(str(mfs))
@@ -329,11 +331,44 @@ def test_sglang_kv_tokens_against_its_logs(lib, row_id):
 
 
 def test_sglang_default_mem_fraction_static_on_an_h100(lib):
-    # v0.5.3+: reserved = 512 + 1.5 x 8192 + 2 x 256 + 1024 x 1 / 8 = 13,440 MiB (over the 10 GiB
-    # floor); round((81559 - 13440) / 81559, 3) = 0.835
-    s = Scenario.create(lib, "llama3.1-8b", "h100-80g", values={"mode": "infer", "serving_engine": "sglang"})
+    # v0.5.3 to v0.5.9: reserved = 512 + 1.5 x 8192 + 2 x 256 + 1024 x 1 / 8 = 13,440 MiB (over the
+    # 10 GiB floor); round((81559 - 13440) / 81559, 3) = 0.835
+    s = Scenario.create(lib, "llama3.1-8b", "h100-80g", values={"mode": "infer", "serving_engine": "sglang",
+                                                                 "sglang_version": "508"})
     assert s.evaluate("sglang_reserved_memory") == 13_440 * 2**20
     assert s.evaluate("mem_fraction_static") == Fraction("0.835")
+    # from v0.5.10 the prefill CUDA graphs' sizes up to 8,192 tokens: 4..32 by 4 (8), 48..256 by 16
+    # (14), 288..512 by 32 (8), 576..1024 by 64 (8), 1280..4096 by 256 (12), 4608..8192 by 512 (8)
+    # = 58, 8 MiB each: 13,904 MiB, round(67655 / 81559, 3) = 0.830 (reserve_for_graph_mb)
+    new = s.with_values(sglang_version="523")
+    assert new.evaluate("sglang_prefill_graph_buckets") == 8 + 14 + 8 + 8 + 12 + 8
+    assert new.evaluate("sglang_reserved_memory") == 13_904 * 2**20
+    assert new.evaluate("mem_fraction_static") == Fraction("0.830")
+    # MLA keeps a flat 1.5 GiB for them, but not from v0.5.15 to v0.5.17 (the breakable graph was
+    # off for MLA); with pipeline stages none up to v0.5.14 and from v0.5.19
+    mla = new.with_values(attention_type="mla")
+    assert mla.evaluate("sglang_prefill_graph_reserve") == 1536 * 2**20
+    assert mla.with_values(sglang_version="516").evaluate("sglang_prefill_graph_reserve") == 0
+    assert new.with_values(pp=2).evaluate("sglang_prefill_graph_reserve") == 0
+    assert new.with_values(pp=2, sglang_version="517").evaluate("sglang_prefill_graph_reserve") == 58 * 8 * 2**20
+    # none on ROCm (an MI300X) nor for a multimodal model
+    assert Scenario.create(lib, "llama3.1-8b", "mi300x", values={"mode": "infer", "serving_engine": "sglang"}
+                           ).evaluate("sglang_prefill_graph_reserve") == 0
+
+
+def test_sglang_default_on_a_24_gb_card_from_v0520(lib):
+    # memory_hook.py (0.5.20): below 35 GiB the chunk is 4096 and the decode graphs' largest batch
+    # 48 at tp < 4; reserved = 512 + 1.5 x 4096 + 2 x 48 + 1024 / 8 + 50 prefill sizes x 8 =
+    # 7,280 MiB (no floor under 60 GiB); an RTX 4090's 24,564 MiB: round(17284 / 24564, 3) = 0.704
+    # (0.5.19: 2048, 24 and 42 sizes: 512 + 3072 + 48 + 128 + 336 = 4,096 MiB, 0.833)
+    s = Scenario.create(lib, "llama3.1-8b", "rtx4090", values={"mode": "infer", "serving_engine": "sglang",
+                                                                "sglang_version": "520"})
+    assert (s.evaluate("chunked_prefill_size"), s.evaluate("cuda_graph_max_bs")) == (4096, 48)
+    assert s.evaluate("sglang_reserved_memory") == 7_280 * 2**20
+    assert s.evaluate("mem_fraction_static") == Fraction("0.704")
+    old = s.with_values(sglang_version="519")
+    assert old.evaluate("sglang_reserved_memory") == 4_096 * 2**20
+    assert old.evaluate("mem_fraction_static") == Fraction("0.833")
 
 
 #: rows whose mem_fraction_static is their release's default: (SGLang release, GPU preset or
@@ -349,6 +384,8 @@ SGLANG_DEFAULTS = {
     # an MI355X (288 GiB; any total from 293,362 to 296,586 MiB gives 0.908 before the scaling)
     # and Kimi-K2.5's MoonViT encoder (27 layers, 1152 wide)
     "sglang-kimi-k25-tp8-mi355x-mla": ("0.5.8.post1", 294_912, 8, (27, 1152)),
+    # v0.5.10's prefill CUDA graphs: 74 sizes up to 16,384 tokens, 592 MiB more reserved
+    "sglang-pr22537-qwen3-32b-tp4-b200": ("0.5.10", "b200", 4, None),
 }
 
 
@@ -878,19 +915,19 @@ def test_published_vllm_029_budget(lib):
     # peak and the CUDA graph estimate. The peak is the compile-time benchmark's copies of the
     # embedding kernel's arguments, 151,936 x 5,120 x 2 B + 2 x N x 5,120 x 2 B (N = 2048, 8192),
     # above the V2 runner's sampler and the forward; the estimate is measured at startup and taken
-    # from each log ('CUDA graph pool memory: ... (estimated)'), and AWQ's Marlin layout, which
-    # memform leaves at the checkpoint's size, from 'Model loading took' less the rotary table
+    # from each log ('CUDA graph pool memory: ... (estimated)')
     assert len(V029) == 3
     for row in V029:
         how, logged = row["memform"], row["measured"]["values"]
         values = dict(parse_setting(lib, f"{k}={v}") for k, v in how["set"].items())
         values["cudagraph_estimate"] = sympy.Rational(str(logged["cudagraph_estimate_gib"])) * GiB
-        if "skip" in how:
-            values["weights"] = sympy.Rational(str(logged["weights_gib"])) * GiB - 40960 * 128 * 2
         r = serve(Scenario.create(lib, how["preset"], values=values), formulas=False, explicit=set(values)).rules
         tokens = 151936 * 5120 * 2 + 2 * how["set"].get("max_num_batched_tokens", 2048) * 5120 * 2
         assert r["activation_peak"] == r["vllm_compile_copies"] == tokens
         # the log's transient (peak activation less the estimate) is that, to its 0.01 GiB
         assert abs(tokens / GiB - (logged["peak_activation_gib"] - logged["cudagraph_estimate_gib"])) < 0.015
-        assert r["kv_cache_tokens"] == pytest.approx(logged["kv_cache_tokens"], rel=0.01)
-        assert round(float(r["model_memory"]) / GiB, 2) == logged["weights_gib"]
+        assert r["kv_cache_tokens"] == pytest.approx(logged["kv_cache_tokens"], rel=0.015)
+        if how["set"].get("weight_dtype") != "int4":
+            assert round(float(r["model_memory"]) / GiB, 2) == logged["weights_gib"]
+        else:  # AWQ: 18 MiB of scales that take free tails whole follow the load's order, not a rule
+            assert 0 < logged["weights_gib"] - float(r["model_memory"]) / GiB < 0.025

@@ -436,10 +436,7 @@ def solve(args) -> search.SolveResult | None:
             fits = [x for x in xs if value(x) <= capacity]
             if not fits:
                 return None  # the full path says what does not fit, or that no value meets the constraints
-            answer = max(fits) if direction == "max" else min(fits)
-            pos = xs.index(answer)
-            others = xs[pos + 1:] if direction == "max" else xs[:pos][::-1]
-            nxt = others[0] if others else None
+            answer, nxt = search.chosen(xs, fits, direction)
         else:
             increasing = direction == "max"
             # the grid the full path checks, unless the program's shape shows the direction: then

@@ -74,6 +74,15 @@ def listed(cand, i_lo: int, i_hi: int, limit: int, step: str, k: int, valid) -> 
     return [cand(i) for i in range(i_lo, last + 1) if cand(i) <= limit and valid(cand(i))]
 
 
+def chosen(xs: list[int], fits: list[int], direction: str) -> tuple[int, int | None]:
+    """Of the candidates ``xs`` (in order), the best that fits (``fits``) and the next one
+    past it, which does not (None where there is none)."""
+    value = max(fits) if direction == "max" else min(fits)
+    pos = xs.index(value)
+    others = xs[pos + 1:] if direction == "max" else xs[:pos][::-1]
+    return value, others[0] if others else None
+
+
 def constraints(unknown: str, multiple_of: int, step: str) -> list[str]:
     """The constraints on the values tried, as the answer states them."""
     out = [f"{unknown} is a multiple of {multiple_of}"] if multiple_of > 1 else []

@@ -26,7 +26,7 @@ from ..lang.rules import InputDecl
 from ..library.layout import DIVIDES, SERVING_MULTIPLES, admits
 from .estimate import formula
 from .report import whole_bytes
-from .search import UPPER, SolveResult, bisect, candidates, grid, listed, method
+from .search import UPPER, SolveResult, bisect, candidates, chosen, grid, listed, method
 from .search import constraints as stated
 
 __all__ = ["SolveResult", "UPPER", "solve"]
@@ -125,10 +125,7 @@ def solve(scenario: Scenario, direction: str, unknown: str, target: str = "total
         if not fits:
             worst = xs[-1] if direction == "min" else xs[0]
             raise _infeasible(scenario, target, unknown, worst, at(worst), capacity, direction)
-        value = max(fits) if direction == "max" else min(fits)
-        pos = xs.index(value)
-        others = xs[pos + 1:] if direction == "max" else xs[:pos][::-1]
-        nxt = others[0] if others else None
+        value, nxt = chosen(xs, fits, direction)
     else:
         increasing = direction == "max"
         _check_monotone(f, sym, cand(i_lo), cand(i_hi), increasing, unknown, at)

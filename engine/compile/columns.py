@@ -632,6 +632,21 @@ def linear_root(p: Poly, x: str, rhs: str) -> tuple[Fraction, Poly, tuple]:
     return content / c, {k: int(v / content) for k, v in num.items()}, m
 
 
+def _over(p: Poly, x: str) -> tuple[Poly, Poly]:
+    """``p`` split into what it divides by ``x`` (``x`` taken out of those terms) and the rest,
+    which is free of ``x``; Unsupported where ``x`` has another power."""
+    over, rest = {}, {}
+    for m, c in p.items():
+        e = dict(m).get(x, 0)
+        if e == 0:
+            rest[m] = c
+        elif e == -1:
+            over[tuple((n, k) for n, k in m if n != x)] = c
+        else:
+            raise Unsupported(f"not a quotient in {x}")
+    return over, rest
+
+
 def reciprocal_root(p: Poly, x: str, rhs: str) -> tuple[int, tuple, Poly]:
     """The root of ``p = rhs`` in ``x``, for ``p`` whose one term in ``x`` is a positive
     ``c m / x`` (the state ZeRO shards over dp) and whose other terms are free of ``x``: ``x =
@@ -643,15 +658,7 @@ def reciprocal_root(p: Poly, x: str, rhs: str) -> tuple[int, tuple, Poly]:
     ...                  (): Fraction(7, 5)}, "x", "u")
     (-88, (('n_params', 1),), {(('s', 1),): 15, (): 7, (('u', 1),): -5})
     """
-    over, rest = {}, {}
-    for m, c in p.items():
-        e = dict(m).get(x, 0)
-        if e == 0:
-            rest[m] = c
-        elif e == -1:
-            over[tuple((n, k) for n, k in m if n != x)] = c
-        else:
-            raise Unsupported(f"not a root sympy writes as a quotient in {x}")
+    over, rest = _over(p, x)
     if len(over) != 1:
         raise Unsupported(f"not one term over {x}")
     (m, c), = over.items()
@@ -679,15 +686,7 @@ def reciprocal_sum_root(p: Poly, x: str, rhs: str) -> tuple[Poly, Poly]:
     ...                      (): Fraction(7)}, "x", "u")
     ({(('s', 1),): Fraction(3, 1), (): Fraction(1, 2)}, {(('u', 1),): Fraction(1, 1), (): Fraction(-7, 1)})
     """
-    over, rest = {}, {}
-    for m, c in p.items():
-        e = dict(m).get(x, 0)
-        if e == 0:
-            rest[m] = c
-        elif e == -1:
-            over[tuple((n, k) for n, k in m if n != x)] = c
-        else:
-            raise Unsupported(f"not a quotient in {x}")
+    over, rest = _over(p, x)
     if len(over) < 2:
         raise Unsupported(f"not a sum over {x}")
     return over, _add({((rhs, 1),): Fraction(1)}, _neg(rest))

@@ -198,6 +198,13 @@ def test_published_vllm_startup(lib, row):
 
 
 V019 = [row for row in PUBLISHED if row["id"].startswith("llmd-vllm0.19-")]
+#: rows held to the issue's 3 % rather than 0.5 %, with why
+V019_WIDER = {
+    "llmd-vllm0.19-h100-qwen2.5-72b-instruct-tp2pp1-len8192":
+        "a 3 GiB KV cache, where the model's +24 MiB (some of its 231 MiB down projections reuse freed "
+        "blocks; the sizes alone give each a fresh 232 MiB segment) and the non-torch figure's +60 MiB (2.15 GiB, "
+        "this log 2.09) are 2.6 % of the tokens",
+}
 
 
 def test_published_vllm_019_runs_within_half_a_percent(lib):
@@ -217,8 +224,10 @@ def test_published_vllm_019_runs_within_half_a_percent(lib):
         logged = row["measured"]["values"]
         tokens = r["kv_cache_tokens"] / logged["kv_cache_tokens"] - 1
         loading = float(r["model_memory"]) / GiB / logged["weights_gib"] - 1
-        if abs(tokens) > 0.005 or abs(loading) > 0.01:
+        if abs(tokens) > (0.03 if row["id"] in V019_WIDER else 0.005) or abs(loading) > 0.01:
             misses.append((row["id"], f"tokens {100 * tokens:+.2f} %", f"loading {100 * loading:+.2f} %"))
+        if row["id"] in V019_WIDER and abs(tokens) <= 0.005:  # listed while it is a gap
+            misses.append((row["id"], "within 0.5 %: take it off V019_WIDER"))
         # the profile run's peak ('torch peak memory increase', printed to 0.01 GiB) within 0.015
         # GiB; with pipeline stages the row quotes one rank's (test_published_pipeline_stages_...)
         if how["set"].get("pp", 1) == 1 and abs(float(r["activation_peak"]) / GiB - logged["activation_peak_gib"]) > 0.015:
@@ -697,8 +706,14 @@ def test_vllm_keeps_mxfp4_experts_in_the_triton_layout(lib):
                         values={"seq_len": 8192, "tp": 2, "weight_dtype": "mxfp4", "quant_scope": "experts"})
     r = serve(s, formulas=False, explicit={"seq_len", "tp", "weight_dtype", "quant_scope"}).rules
     assert r["vllm_weights"] == rest + 24 * layer
-    # the rotary table in fp32 (gpt_oss.py asks for it): 131,072 positions x 64
-    assert r["model_memory"] == rest + 24 * layer + 131072 * 64 * 4
+    # the rotary table in fp32 (gpt_oss.py asks for it): 131,072 positions x 64; and the caching
+    # allocator's blocks: each output projection, 2048 x 2880 x 2 B = 11.25 MiB, gets a 12 MiB
+    # segment whose 0.75 MiB is not split off (the allocator splits only where more than 1 MiB
+    # is left); the qkv's 14.06 MiB (16 MiB segment) and the embedding's and head's 552.3 MiB
+    # leave more and are split; the rotary table's 32 MiB is whole
+    o_proj = 2048 * 2880 * 2
+    assert s.evaluate("vllm_allocator_slack") == 24 * (12 * 2**20 - o_proj)
+    assert r["model_memory"] == rest + 24 * layer + 131072 * 64 * 4 + 24 * (12 * 2**20 - o_proj)
     # the monolithic MXFP4 kernel keeps no workspace: the sampler and cuBLAS make the peak
     sampler = 1024 * 201088 * 14 + 132 * 201088 * 4 + (8192 + 2048) * 2880 * 2
     assert r["activation_peak"] == sampler + 33 * 2**20

@@ -70,6 +70,7 @@ SWITCHES = {
     "no-position-embedding": {"position_embedding": "none"},
     "group-query-attention": {},  # read with --num-query-groups
     "moe-grouped-gemm": {"moe_grouped_gemm": "true"},
+    "tp-comm-overlap": {"tp_comm_overlap": "true"},
 }
 #: arguments with a choice: Megatron-LM's name -> {its value: the settings it makes}
 CHOICES = {
@@ -114,7 +115,7 @@ NO_EFFECT = {
     "bias-swiglu-fusion", "apply-layernorm-1p", "norm-epsilon", "ffn-", "moe-router-load-balancing-type",
     "moe-aux-loss-coeff", "moe-z-loss-coeff", "moe-router-", "moe-input-jitter-eps", "moe-expert-capacity-factor",
     "moe-pad-expert-input-to-capacity", "moe-token-drop-policy", "test-mode", "calculate-per-token-loss",
-    "untie-", "tp-comm-overlap", "fp8-recipe", "fp8-param-gather", "fp8-amax-",
+    "untie-", "tp-comm-overlap-", "fp8-recipe", "fp8-param-gather", "fp8-amax-",
     "ddp-", "accumulate-allreduce-grads-in-fp32", "bf16-", "no-check-for-nan-in-loss-and-grad", "check-for-",
     "use-tp-pp-dp-mapping", "empty-unused-memory-level", "rerun-mode", "result-rejected-tracker-filename",
     "full-validation", "multi-latent-attention-", "mscale", "mscale-all-dim", "beta-fast", "beta-slow",

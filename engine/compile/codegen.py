@@ -107,8 +107,8 @@ class Specialiser:
         outer binding's."""
         if name in self.pins:
             return self.pins[name]
-        if key and not (self.reads(name) & {n for n, _ in key}):
-            key, env = frozenset(), self.top
+        if key:  # only the rebound names the rule reads make it another step
+            key, env = self._read_key(name, key, env)
         found = self.memo.get((key, name))
         if found is None:
             t = self.node(self.rules[name][2], env, key)
@@ -128,6 +128,15 @@ class Specialiser:
             found = frozenset(names).union(*(self.reads(r) for r in rules if r not in self.pins))
             self._reads[name] = found
         return found
+
+    def _read_key(self, name: str, key: frozenset, env: dict) -> tuple[frozenset, dict]:
+        """``key`` and ``env`` cut to the rebound names rule ``name`` reads (a binding is the
+        top one with its key's names rebound: the rest are the top's)."""
+        reads = self.reads(name)
+        sub = frozenset((n, v) for n, v in key if n in reads)
+        if sub == key:
+            return key, env
+        return sub, ({**self.top, **dict(sub)} if sub else self.top)
 
     def node(self, t: tuple, env: dict, key: frozenset) -> tuple:
         op = t[0]
@@ -217,16 +226,20 @@ class Specialiser:
         rebound = dict(env)
         for name, value in t[2]:
             v = self.node(value, env, key)
-            rebound[name] = v if known(v) else self._slot(v)
+            rebound[name] = v if known(v) or v[0] == "s" else self._slot(v)
         new_key = frozenset((n, v) for n, v in rebound.items() if self.top.get(n) != v)
         if self.every_rule_a_step and t[1] not in self.pins:
             # the target as a step of its own, labelled apart: written out even where the
-            # runtime keeps the rule itself as a name (columns.Polynomials expands it so)
-            found = self.node(self.rules[t[1]][2], rebound, new_key)
-            if found[0] == "!":
-                return found
-            found = self._slot(found)
-            self.labels[found[1]] = AT + t[1]
+            # runtime keeps the rule itself as a name (columns.Polynomials expands it so); once
+            # for each binding of the names it reads
+            new_key, rebound = self._read_key(t[1], new_key, rebound)
+            found = self.memo.get((AT, new_key, t[1]))
+            if found is None:
+                found = self.node(self.rules[t[1]][2], rebound, new_key)
+                if found[0] == "!":
+                    return found
+                found = self.memo[(AT, new_key, t[1])] = self._slot(found)
+                self.labels[found[1]] = AT + t[1]
             return found
         return self.rule(t[1], rebound, new_key)
 

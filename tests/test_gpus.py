@@ -51,7 +51,8 @@ def lib():
 
 def capacity(lib, name):
     settings = {n: (v, span) for n, v, span in lib.preset("gpu", name).settings}
-    assert set(settings) <= {"capacity", "driver_reserved", "gpu_sms", "cuda_major", "gpu_l2_cache", "gpu_nvlink", "gpu_is_a100"}
+    assert set(settings) <= {"capacity", "driver_reserved", "gpu_sms", "cuda_major", "gpu_l2_cache", "gpu_nvlink", "gpu_is_a100",
+                             "gpu_platform"}
     value, span = settings["capacity"]
     return lib.check_value("capacity", value, span)
 

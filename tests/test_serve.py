@@ -946,3 +946,77 @@ def test_published_vllm_029_budget(lib):
             assert round(float(r["model_memory"]) / GiB, 2) == logged["weights_gib"]
         else:  # AWQ: 18 MiB of scales that take free tails whole follow the load's order, not a rule
             assert 0 < logged["weights_gib"] - float(r["model_memory"]) / GiB < 0.025
+
+
+# ---------------------------------------------------------------- a separate drafter
+def test_vllm_eagle3_head_as_published(lib):
+    # kuotunyu/vllm-single-gpu-slo-lab (docs ADR, evidence/raw/w1/matrix-load-check.jsonl at
+    # 2c7a3f72): vLLM 0.28.0 on an RTX 4090, --max-model-len 4096 --max-num-seqs 64, Qwen3-4B alone
+    # 'Model loading took' 7.56 GiB, 90,480 tokens; with AngelSlim/Qwen3-4B_eagle3
+    # (num_speculative_tokens 3) 7.97 GiB, 83,952 tokens. The head (its config: 1 layer, hidden
+    # 2560, 32 / 8 heads of 128, MLP 9728, draft vocabulary 32,000, no embedding of its own):
+    # qkv over 2 x 2560 inputs 5120 x 6144, o 4096 x 2560, MLP 3 x 2560 x 9728, fc 3 x 2560 x 2560,
+    # four norms of 2560 and its head 32,000 x 2560, in bf16, and the int64 token map
+    params = 5120 * 6144 + 4096 * 2560 + 3 * 2560 * 9728 + 3 * 2560 * 2560 + 4 * 2560 + 32000 * 2560
+    assert params == 218_245_120
+    values = {"mode": "infer", "serving_engine": "vllm", "vllm_version": "28", "seq_len": 4096, "max_num_seqs": 64}
+    off = Scenario.create(lib, "qwen3-4b", "rtx4090", values=values)
+    on = off.with_values(speculative_method="eagle3")
+    assert on.evaluate("draft_weights") == params * 2 + 32000 * 8
+    assert round(float(on.evaluate("model_memory") - off.evaluate("model_memory")) / GiB, 2) == round(7.97 - 7.56, 2)
+    # its layer joins the target's 36 in the one block pool: 37 x 2 x 8 x 128 x 2 bytes a token
+    assert on.evaluate("kv_cache_per_token") == 37 * 2 * 8 * 128 * 2
+    r = serve(on, formulas=False, explicit=set(values) | {"speculative_method"}).rules
+    # within 3 % (+2.8 %: the log's budget is 0.17 GiB smaller than the weights alone explain, the
+    # drafter's CUDA graphs in the estimate, which memform takes as measured)
+    assert r["kv_cache_tokens"] == pytest.approx(83_952, rel=0.03)
+
+
+def test_vllm_mla_eagle3_head_caches_one_more_latent_layer(lib):
+    # Czyszka/nanoserve-mini (results/runs/2026-06-08_w1_evidence_extra/t6_eagle/kimi_log_eagle3_on.txt
+    # and 2026-06-05_w1_evidence/t6_eagle3/kimi_log_eagle3_off.txt): vLLM 0.20, Kimi-K2.6 (MLA,
+    # 61 layers, kv_lora_rank 512 + rope 64 in bf16) at tp 8: 'Available KV cache memory: 9.84 GiB',
+    # 149,792 tokens alone; 9.44 GiB, 141,504 tokens with lightseekorg/kimi-k2.6-eagle3-mla. Each
+    # log's memory over its tokens gives 70,272 and 71,424 bytes a token: 61 and 62 latent layers of
+    # 1,152 bytes (the 0.03 GiB the logged memory holds beyond them is the minimum over the ranks)
+    assert 149_792 * 61 * 1152 <= 9.84 * GiB < 149_792 * 62 * 1152
+    assert 141_504 * 62 * 1152 <= 9.44 * GiB < 141_504 * 63 * 1152
+    s = Scenario.create(lib, "deepseek-v3", values={"mode": "infer", "serving_engine": "vllm", "tp": 8})
+    assert s.evaluate("kv_cache_per_token") == 61 * 1152
+    assert s.with_values(speculative_method="eagle3").evaluate("kv_cache_per_token") == 62 * 1152
+
+
+def test_vllm_draft_model_of_another_shape_adds_its_own_pages(lib):
+    # UniformTypeKVCacheSpecs (vllm 0.19.0 v1/kv_cache_interface.py): Llama-3.2-1B (16 layers, 8 KV
+    # heads of 64) drafting Llama-3.1-70B at tp 4 is one group whose page is every layer's own:
+    # 80 x 2 x 2 x 128 x 2 + 16 x 2 x 2 x 64 x 2 = 90,112 bytes a token a rank
+    s = Scenario.create(lib, "llama3.1-70b", "h100-80g", values={
+        "mode": "infer", "serving_engine": "vllm", "tp": 4, "speculative_method": "draft_model", "draft_layers": 16,
+        "draft_num_key_value_heads": 8, "draft_head_dim": 64, "draft_params": 1_235_814_400})
+    assert s.evaluate("kv_cache_per_token") == 90_112
+    assert s.evaluate("kv_block_bytes") == 16 * 90_112
+    assert s.evaluate("draft_weights") == 1_235_814_400 * 2 // 4
+    # n-gram and draft-model speculation run on the V1 runner before v0.33, whose profile adds the
+    # rejection sampler: 30 bytes a sampled row and vocabulary entry in bf16 (rejection_sampler.py:
+    # the logits 4, the bonus rows 2, their fp32 log-probabilities 4, the target rows' fp32 copy
+    # and its clone 8, their softmax 4, the noise and its reciprocal 8) against the plain 14
+    assert s.with_values(vllm_version="29").evaluate("vllm_v2_runner") == 0
+    assert s.evaluate("sampler_bytes_per_logit") == 30
+    assert s.with_values(speculative_method="none").evaluate("sampler_bytes_per_logit") == 14
+
+
+def test_sglang_drafter_before_and_from_v0514(lib):
+    # up to v0.5.13 the default fraction keeps 2 GiB more for an EAGLE head (0.5.8.post1
+    # server_args.py): an H100's 13,440 + 2,048 MiB, round(66071 / 81559, 3) = 0.810; the cell is
+    # the target's (the draft's own pool comes out of what the fraction leaves)
+    s = Scenario.create(lib, "llama3.1-8b", "h100-80g", values={
+        "mode": "infer", "serving_engine": "sglang", "sglang_version": "508", "speculative_method": "eagle3"})
+    assert s.evaluate("mem_fraction_static") == Fraction("0.810")
+    assert s.evaluate("kv_cell_bytes") == 32 * 2 * 8 * 128 * 2
+    # from v0.5.14 the cell takes the draft's layer at the target's bytes, cell + int(cell / 32),
+    # and the pool's budget loses the head's weights and the embedding copy it frees only later
+    # (pool_configurator.py, eagle_worker_v2.py): 128,256 x 4096 x 2 bytes of embedding
+    new = s.with_values(sglang_version="514")
+    assert new.evaluate("kv_cell_bytes") == 131_072 + 131_072 // 32
+    assert new.evaluate("sglang_draft_weights") == new.evaluate("draft_weights") + 128_256 * 4096 * 2
+    assert new.evaluate("sglang_spec_reserve") == 0

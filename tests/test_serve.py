@@ -270,7 +270,7 @@ def test_serve_table_shows_each_figure_with_its_formula():
     # blocks per request of 8,192 tokens = 54.14)
     for text in ("ceiling(gpu_memory_utilization*total_gpu_", "vllm_weights = weights",
                  "kv_cache_memory =", "KV cache blocks (num_gpu_blocks)", "27,722", "443,552",
-                 "model_memory = rope_cache_bytes +",
+                 "model_memory = draft_weights +", "rope_cache_bytes + vllm_allocator_slack +",
                  "maximum concurrency for 8,192 tokens per request: 54.14x"):
         assert text in out
 

@@ -51,6 +51,7 @@ ENGINES = {
         breakdown=(("requested_memory", "budget (gpu_memory_utilization x total)"),
                    ("vllm_weights", "weights (as vLLM lays them out)"),
                    ("rope_cache_bytes", "rotary cos/sin table"),
+                   ("vllm_allocator_slack", "allocator blocks (2 MiB segments)"),
                    ("model_memory", "model ('Model loading took')"),
                    ("activation_peak", "activation peak (profile run)"),
                    ("non_torch_memory", "non-torch memory"),
@@ -67,7 +68,7 @@ ENGINES = {
         extra=("block_size", "total_gpu_memory", "vllm_compile_copies", "cudagraph_estimate", "profile_forward_peak",
                "profile_sampler_peak", "kv_layer_token_bytes", "startup_free_gpu_memory", "max_gpu_memory_utilization",
                "vllm_block_size", "stage_linear_layers", "linear_state_bytes", "state_page_padding",
-               "kv_cache_groups", "kv_layers_per_stage", "one_request_kv_bytes"),
+               "kv_cache_groups", "kv_layers_per_stage", "one_request_kv_bytes", "draft_weights", "draft_cache_per_token"),
         advice="vLLM refuses to start (lower max_model_len, raise gpu_memory_utilization or tp)",
         startup=("requested_memory", "startup_free_gpu_memory", "max_gpu_memory_utilization"),
         serves_one=("kv_cache_memory", "one_request_kv_bytes")),
@@ -111,7 +112,7 @@ OPAQUE = OPAQUE_RULES + tuple(n for e in ENGINES.values() for n, _ in e.breakdow
     "total_gpu_memory", "profile_forward_peak", "profile_sampler_peak", "vllm_compile_copies",
     "gpu_memory_utilization", "max_num_seqs",
     "max_num_batched_tokens", "mem_fraction_static", "sglang_profiled_tokens", "sglang_full_pool_raw",
-    "swa_max_total_num_tokens")
+    "swa_max_total_num_tokens", "draft_weights", "sglang_draft_weights", "draft_cache_per_token")
 #: rules read at another pipeline stage, written so (stage_gpu_blocks[pp_stage = first])
 REBOUND = ("stage_gpu_blocks", "trtllm_stage_max_tokens")
 #: engine inputs kept symbolic in the formula column

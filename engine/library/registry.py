@@ -697,6 +697,8 @@ class _Lowering:
             raise UnitError(f"option '{d.name}' is not a number; compare it with a choice "
                             f"(e.g. {d.name} == {d.choices[0]}) in {self.what}", self._where(d.name))
         pieces = [(dtypes[c].size * BYTE, sympy.Eq(sym, i)) for i, c in enumerate(d.choices) if c in dtypes]
+        if len(pieces) == len(d.choices):  # every choice a dtype: the last is what is left, never NaN
+            return sympy.Piecewise(*pieces[:-1], (pieces[-1][0], True))
         return sympy.Piecewise(*pieces, (sympy.nan, True))
 
     def _match(self, e: Match):

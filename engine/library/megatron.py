@@ -46,6 +46,7 @@ NUMBERS = {
     "decoder-last-pipeline-num-layers": "pp_last_stage_layers",
     "microbatch-group-size-per-virtual-pipeline-stage": "pp_microbatch_group",
     "num-distributed-optimizer-instances": "zero_instances",
+    "wgrad-deferral-limit": "wgrad_deferral_limit",
 }
 #: arguments that take no value: Megatron-LM's name -> the settings they make
 SWITCHES = {
@@ -71,6 +72,7 @@ SWITCHES = {
     "group-query-attention": {},  # read with --num-query-groups
     "moe-grouped-gemm": {"moe_grouped_gemm": "true"},
     "tp-comm-overlap": {"tp_comm_overlap": "true"},
+    "defer-embedding-wgrad-compute": {"defer_embedding_wgrad": "true"},
 }
 #: arguments with a choice: Megatron-LM's name -> {its value: the settings it makes}
 CHOICES = {

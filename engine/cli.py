@@ -134,8 +134,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                      help="serving engine (default: vllm; trtllm: TensorRT-LLM's PyTorch backend)")
     srv.add_argument("--engine-version", metavar="X.Y",
                      help="the engine's release, e.g. 0.29.0: the defaults and terms that changed between releases "
-                          "follow it (vLLM 0.10 to 0.34, default 0.19: --set vllm_version=29; SGLang 0.4.1 to 0.5.8, "
-                          "default 0.5.8: --set sglang_version=508)")
+                          "follow it (vLLM 0.10 to 0.34, default 0.19: --set vllm_version=29; SGLang 0.4.1 to 0.5.23, "
+                          "default 0.5.23: --set sglang_version=508 for 0.5.8)")
     srv.add_argument("--gpu", help="a GPU preset (its total memory)")
     srv.add_argument("--capacity", metavar="BYTES", help="total device memory instead of --gpu, e.g. 80GB")
     srv.add_argument("--tp", type=int, metavar="N", help="tensor-parallel size (vLLM's --tensor-parallel-size)")

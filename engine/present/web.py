@@ -155,13 +155,17 @@ def data(lib, compiled: dict, names: list[str], varying: list[str]) -> dict:
     inputs = {}
     for name, (dim, integer, lower, strict, upper) in compiled["inputs"].items():
         decl = lib.inputs.get(name)
-        inputs[name] = [dim, bool(integer), None if lower is None else _text(lower), bool(strict),
-                        None if upper is None else _text(upper), decl.unit if decl else "",
-                        decl.doc if decl else "", group(decl) if decl else "other"]
+        row = {"dim": dim, "integer": bool(integer), "lower": None if lower is None else _text(lower),
+               "strict": bool(strict), "upper": None if upper is None else _text(upper),
+               "unit": decl.unit if decl else "", "doc": decl.doc if decl else "",
+               "group": group(decl) if decl else "other"}
+        inputs[name] = [row[f] for f in FIELDS["inputs"]]
     options = {}
     for name, (choices, numeric) in compiled["options"].items():
         decl = lib.options.get(name)
-        options[name] = [list(choices), bool(numeric), decl.doc if decl else "", group(decl) if decl else "other"]
+        row = {"choices": list(choices), "numeric": bool(numeric), "doc": decl.doc if decl else "",
+               "group": group(decl) if decl else "other"}
+        options[name] = [row[f] for f in FIELDS["options"]]
     # a preset's values as [name's index in presetNames, value, ...] (the page makes them objects)
     presets = {"model": {}, "gpu": {}}
     preset_names: dict[str, int] = {}
